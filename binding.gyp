@@ -1,0 +1,30 @@
+{
+  "targets": [
+    {
+      "target_name": "tritonserver_node",
+      "sources": [
+        "native/addon.cc",
+        "native/blocking.cc",
+        "native/errors.cc",
+        "native/inference.cc",
+        "native/loader.cc",
+        "native/server.cc"
+      ],
+      "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
+      "defines": ["NAPI_VERSION=8", "NODE_ADDON_API_DISABLE_DEPRECATED"],
+      "cflags!": ["-fno-exceptions"],
+      "cflags_cc!": ["-fno-exceptions", "-fno-rtti"],
+      "cflags_cc": ["-std=c++17", "-fexceptions", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"],
+      "libraries": ["-ldl"],
+      "conditions": [
+        ["OS=='mac'", {
+          "xcode_settings": {
+            "GCC_ENABLE_CPP_EXCEPTIONS": "YES",
+            "CLANG_CXX_LANGUAGE_STANDARD": "c++17",
+            "GCC_TREAT_WARNINGS_AS_ERRORS": "YES"
+          }
+        }]
+      ]
+    }
+  ]
+}

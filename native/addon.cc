@@ -1,0 +1,148 @@
+// Registration only: the functions lib/native.ts sees.
+#include "addon.h"
+
+#include "blocking.h"
+#include "inference.h"
+#include "server.h"
+
+namespace tsn {
+
+namespace {
+
+std::vector<std::string> Candidates(Napi::Value value) {
+  std::vector<std::string> paths;
+  if (!value.IsArray())
+    throw ToJsError(value.Env(), TRITONSERVER_ERROR_INVALID_ARG,
+                    "library candidates must be an array of paths");
+  Napi::Array list = value.As<Napi::Array>();
+  for (uint32_t i = 0; i < list.Length(); ++i)
+    paths.push_back(list.Get(i).ToString());
+  return paths;
+}
+
+OptionArg ToOptionArg(Napi::Value value) {
+  if (value.IsString()) return value.As<Napi::String>().Utf8Value();
+  if (value.IsBoolean()) return value.As<Napi::Boolean>().Value();
+  if (value.IsNumber()) return value.As<Napi::Number>().DoubleValue();
+  throw ToJsError(value.Env(), TRITONSERVER_ERROR_INVALID_ARG,
+                  "server option arguments must be strings, numbers or "
+                  "booleans");
+}
+
+}  // namespace
+
+Addon::Addon(Napi::Env env, Napi::Object exports) {
+  server_class = Napi::Persistent(ServerWrap::Define(env));
+  DefineAddon(exports,
+              {
+                  InstanceMethod<&Addon::SetErrorClass>("setErrorClass"),
+                  InstanceMethod<&Addon::ApiVersion>("apiVersion"),
+                  InstanceMethod<&Addon::StartServer>("startServer"),
+                  InstanceMethod<&Addon::LiveObjects>("liveObjects"),
+              });
+}
+
+Napi::Value Addon::SetErrorClass(const Napi::CallbackInfo& info) {
+  if (info.Length() < 1 || !info[0].IsFunction())
+    throw Napi::TypeError::New(info.Env(), "setErrorClass(TritonError)");
+  error_class = Napi::Persistent(info[0].As<Napi::Function>());
+  return info.Env().Undefined();
+}
+
+// apiVersion(candidates) → Promise<{ path, major, minor }>
+Napi::Value Addon::ApiVersion(const Napi::CallbackInfo& info) {
+  std::vector<std::string> candidates = Candidates(info[0]);
+  auto api = std::make_shared<const TritonApi*>(nullptr);
+  return BlockingCall::Run(
+      info.Env(),
+      [candidates, api](Outcome*) -> std::optional<Failure> {
+        std::string error;
+        *api = LoadTritonApi(candidates, &error);
+        if (*api == nullptr)
+          return Failure{TRITONSERVER_ERROR_UNAVAILABLE, error};
+        return std::nullopt;
+      },
+      [api](Napi::Env env, Outcome&) -> Napi::Value {
+        Napi::Object result = Napi::Object::New(env);
+        result.Set("path", (*api)->path);
+        result.Set("major", (*api)->major);
+        result.Set("minor", (*api)->minor);
+        return result;
+      });
+}
+
+// startServer(candidates, optionCalls, onResponses, copyOutputs)
+//   → Promise<NativeServer>
+Napi::Value Addon::StartServer(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  std::vector<std::string> candidates = Candidates(info[0]);
+  if (info.Length() < 3 || !info[1].IsArray() || !info[2].IsFunction())
+    throw ToJsError(env, TRITONSERVER_ERROR_INVALID_ARG,
+                    "startServer(candidates, optionCalls, onResponses)");
+  std::vector<OptionCall> calls;
+  Napi::Array list = info[1].As<Napi::Array>();
+  for (uint32_t i = 0; i < list.Length(); ++i) {
+    Napi::Value entry = list.Get(i);
+    if (!entry.IsArray() || entry.As<Napi::Array>().Length() == 0 ||
+        !entry.As<Napi::Array>().Get(0u).IsString())
+      throw ToJsError(env, TRITONSERVER_ERROR_INVALID_ARG,
+                      "server option calls must be [function, ...args]");
+    Napi::Array call = entry.As<Napi::Array>();
+    OptionCall option{call.Get(0u).As<Napi::String>(), {}};
+    for (uint32_t a = 1; a < call.Length(); ++a)
+      option.args.push_back(ToOptionArg(call.Get(a)));
+    calls.push_back(std::move(option));
+  }
+  bool copy_outputs = info.Length() > 3 && info[3].ToBoolean().Value();
+  auto on_responses = std::make_shared<Napi::FunctionReference>(
+      Napi::Persistent(info[2].As<Napi::Function>()));
+  auto state = std::make_shared<std::shared_ptr<ServerState>>();
+
+  return BlockingCall::Run(
+      env,
+      [candidates, calls, state](Outcome*) -> std::optional<Failure> {
+        std::string error;
+        const TritonApi* api = LoadTritonApi(candidates, &error);
+        if (api == nullptr) return Failure{TRITONSERVER_ERROR_UNAVAILABLE, error};
+        TRITONSERVER_ServerOptions* options = nullptr;
+        if (auto failure = TakeError(*api, api->ServerOptionsNew(&options)))
+          return failure;
+        std::optional<Failure> failure;
+        for (const OptionCall& call : calls) {
+          failure = ApplyOptionCall(*api, options, call);
+          if (failure) break;
+        }
+        TRITONSERVER_Server* server = nullptr;
+        if (!failure) failure = TakeError(*api, api->ServerNew(&server, options));
+        TakeError(*api, api->ServerOptionsDelete(options));
+        if (failure) return failure;
+        *state = std::make_shared<ServerState>(*api);
+        (*state)->server = server;
+        return std::nullopt;
+      },
+      [state, on_responses, copy_outputs](Napi::Env env, Outcome&) -> Napi::Value {
+        Napi::Object server =
+            ServerWrap::Wrap(env, *state, on_responses->Value());
+        if (copy_outputs)
+          ServerWrap::Unwrap(server)->SetCopyOutputs(true);
+        return server;
+      });
+}
+
+Napi::Value Addon::LiveObjects(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  LiveCounters& live = Live();
+  Napi::Object result = Napi::Object::New(env);
+  result.Set("requests", Napi::Number::New(env, static_cast<double>(live.requests)));
+  result.Set("responses", Napi::Number::New(env, static_cast<double>(live.responses)));
+  result.Set("outputBuffers",
+             Napi::Number::New(env, static_cast<double>(live.output_buffers)));
+  result.Set("inputReferences",
+             Napi::Number::New(env, static_cast<double>(live.input_references)));
+  return result;
+}
+
+}  // namespace tsn
+
+using TritonServerNodeAddon = tsn::Addon;
+NODE_API_NAMED_ADDON(tritonserver_node, TritonServerNodeAddon)

@@ -1,0 +1,23 @@
+// Per-environment state of the addon (one per main thread / worker thread /
+// Electron context): nothing here is process-wide.
+#pragma once
+
+#include <napi.h>
+
+namespace tsn {
+
+class Addon : public Napi::Addon<Addon> {
+ public:
+  Addon(Napi::Env env, Napi::Object exports);
+
+  Napi::FunctionReference error_class;   // lib/errors.ts TritonError
+  Napi::FunctionReference server_class;  // ServerWrap
+
+ private:
+  Napi::Value SetErrorClass(const Napi::CallbackInfo& info);
+  Napi::Value ApiVersion(const Napi::CallbackInfo& info);
+  Napi::Value StartServer(const Napi::CallbackInfo& info);
+  Napi::Value LiveObjects(const Napi::CallbackInfo& info);
+};
+
+}  // namespace tsn

@@ -1,0 +1,585 @@
+#include "inference.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace tsn {
+
+LiveCounters& Live() {
+  static LiveCounters counters;
+  return counters;
+}
+
+namespace {
+
+// Output memory is one malloc block: this header, then the tensor bytes.
+// Once JS adopts the bytes as an external ArrayBuffer, the allocator's
+// release function leaves the block alone and the buffer's finalizer frees
+// it, so the Triton response can be deleted right away.
+struct alignas(64) BufferHeader {
+  bool adopted;
+};
+constexpr size_t kHeaderSize = sizeof(BufferHeader);
+
+void FreeBlock(BufferHeader* header) {
+  std::free(header);
+  Live().output_buffers--;
+}
+
+Napi::Error InvalidArg(Napi::Env env, const std::string& message) {
+  return ToJsError(env, TRITONSERVER_ERROR_INVALID_ARG, message);
+}
+
+}  // namespace
+
+struct InferenceEngine::Request {
+  InferenceEngine* engine = nullptr;
+  uint32_t token = 0;
+  TRITONSERVER_InferenceRequest* triton = nullptr;
+  Napi::Reference<Napi::Value> inputs;  // keeps input memory alive
+  bool released = false;                // Triton gave the request back
+  bool final_seen = false;              // the FINAL response arrived
+};
+
+std::shared_ptr<InferenceEngine> InferenceEngine::Create(
+    Napi::Env env, std::shared_ptr<ServerState> state,
+    Napi::Function on_responses) {
+  std::shared_ptr<InferenceEngine> engine(new InferenceEngine(std::move(state)));
+  // The thread-safe function owns a reference so the engine outlives every
+  // drain, however the server ends.
+  auto* keep = new std::shared_ptr<InferenceEngine>(engine);
+  engine->tsfn_ = Tsfn::New(
+      env, on_responses, "tritonserver-node:responses", 0, 1, engine.get(),
+      [](Napi::Env, std::shared_ptr<InferenceEngine>* keep, InferenceEngine*) {
+        delete keep;
+      },
+      keep);
+  // Only requests in flight keep the event loop alive.
+  engine->tsfn_.Unref(env);
+  return engine;
+}
+
+InferenceEngine::InferenceEngine(std::shared_ptr<ServerState> state)
+    : state_(std::move(state)), api_(state_->api) {
+  auto failure = TakeError(
+      api_, api_.ResponseAllocatorNew(&allocator_, &InferenceEngine::Allocate,
+                                      &InferenceEngine::ReleaseBuffer, nullptr));
+  if (!failure)
+    failure = TakeError(api_, api_.ResponseAllocatorSetQueryFunction(
+                                  allocator_, &InferenceEngine::Query));
+  // A failure leaves allocator_ null and Infer() reports it.
+}
+
+InferenceEngine::~InferenceEngine() {
+  if (allocator_ != nullptr)
+    TakeError(api_, api_.ResponseAllocatorDelete(allocator_));
+  for (Request* request : free_requests_) delete request;
+}
+
+// --- Triton's threads -------------------------------------------------------
+
+TRITONSERVER_Error* InferenceEngine::Allocate(
+    TRITONSERVER_ResponseAllocator*, const char* tensor_name, size_t byte_size,
+    TRITONSERVER_MemoryType, int64_t, void* userp, void** buffer,
+    void** buffer_userp, TRITONSERVER_MemoryType* actual_memory_type,
+    int64_t* actual_memory_type_id) {
+  // Host memory whatever was asked for: JS can only read host memory.
+  *actual_memory_type = TRITONSERVER_MEMORY_CPU;
+  *actual_memory_type_id = 0;
+  *buffer = nullptr;
+  *buffer_userp = nullptr;
+  if (byte_size == 0) return nullptr;
+  auto* header = static_cast<BufferHeader*>(std::malloc(kHeaderSize + byte_size));
+  if (header == nullptr) {
+    const TritonApi& api = static_cast<Request*>(userp)->engine->api_;
+    return api.ErrorNew(TRITONSERVER_ERROR_INTERNAL,
+                        (std::string("out of memory allocating output '") +
+                         tensor_name + "'")
+                            .c_str());
+  }
+  header->adopted = false;
+  Live().output_buffers++;
+  *buffer = reinterpret_cast<char*>(header) + kHeaderSize;
+  *buffer_userp = header;
+  return nullptr;
+}
+
+TRITONSERVER_Error* InferenceEngine::ReleaseBuffer(
+    TRITONSERVER_ResponseAllocator*, void*, void* buffer_userp, size_t,
+    TRITONSERVER_MemoryType, int64_t) {
+  auto* header = static_cast<BufferHeader*>(buffer_userp);
+  if (header != nullptr && !header->adopted) FreeBlock(header);
+  return nullptr;
+}
+
+TRITONSERVER_Error* InferenceEngine::Query(TRITONSERVER_ResponseAllocator*,
+                                           void*, const char*, size_t*,
+                                           TRITONSERVER_MemoryType* memory_type,
+                                           int64_t* memory_type_id) {
+  *memory_type = TRITONSERVER_MEMORY_CPU;
+  *memory_type_id = 0;
+  return nullptr;
+}
+
+void InferenceEngine::OnResponse(TRITONSERVER_InferenceResponse* response,
+                                 const uint32_t flags, void* userp) {
+  auto* request = static_cast<Request*>(userp);
+  if (response != nullptr) Live().responses++;
+  request->engine->Push({request, response, flags, false});
+}
+
+void InferenceEngine::OnRelease(TRITONSERVER_InferenceRequest*,
+                                const uint32_t flags, void* userp) {
+  if ((flags & TRITONSERVER_REQUEST_RELEASE_ALL) == 0) return;
+  auto* request = static_cast<Request*>(userp);
+  request->engine->Push({request, nullptr, flags, true});
+}
+
+void InferenceEngine::Push(const Completion& completion) {
+  bool signal = false;
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    if (!abandoned_) {
+      queue_.push_back(completion);
+      signal = !drain_scheduled_;
+      drain_scheduled_ = true;
+    }
+  }
+  if (signal) {
+    tsfn_.NonBlockingCall(nullptr);
+  } else if (completion.response != nullptr && abandoned_) {
+    // No JS any more: just give the response back to Triton.
+    TakeError(api_, api_.InferenceResponseDelete(completion.response));
+    Live().responses--;
+  }
+}
+
+// --- JS thread --------------------------------------------------------------
+
+void InferenceEngine::Drain(Napi::Env env, Napi::Function callback,
+                            InferenceEngine* engine, std::nullptr_t*) {
+  if (env == nullptr) return;  // the thread-safe function is finalizing
+  engine->DrainOnJsThread(env, callback);
+}
+
+void InferenceEngine::DrainOnJsThread(Napi::Env env, Napi::Function callback) {
+  Napi::HandleScope scope(env);
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    draining_.swap(queue_);
+    drain_scheduled_ = false;
+  }
+  Napi::Array delivered = Napi::Array::New(env);
+  uint32_t count = 0;
+  for (const Completion& completion : draining_) {
+    Request* request = completion.request;
+    if (completion.is_release) {
+      request->released = true;
+    } else {
+      bool final = (completion.flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0;
+      delivered.Set(count++, ResponseToJs(env, request, completion.response,
+                                          completion.flags));
+      if (completion.response != nullptr) {
+        TakeError(api_, api_.InferenceResponseDelete(completion.response));
+        Live().responses--;
+      }
+      if (final) request->final_seen = true;
+    }
+    if (request->released && request->final_seen) Finish(env, request);
+  }
+  draining_.clear();
+  if (count > 0) callback.Call({delivered});
+}
+
+// One response as [token, final, error, model, version, id, outputs,
+// parameters]; outputs as [name, datatype, shape, ArrayBuffer] entries.
+Napi::Value InferenceEngine::ResponseToJs(
+    Napi::Env env, Request* request, TRITONSERVER_InferenceResponse* response,
+    uint32_t flags) {
+  Napi::Array result = Napi::Array::New(env, 8);
+  result.Set(0u, Napi::Number::New(env, request->token));
+  result.Set(1u, Napi::Boolean::New(
+                     env, (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0));
+  if (response == nullptr) return result;  // a FINAL flag without a response
+  if (auto failure = TakeError(api_, api_.InferenceResponseError(response))) {
+    result.Set(2u, ToJsError(env, *failure).Value());
+    return result;
+  }
+  const char* model_name = nullptr;
+  int64_t model_version = -1;
+  const char* id = nullptr;
+  if (auto failure = TakeError(api_, api_.InferenceResponseModel(
+                                         response, &model_name, &model_version))) {
+    result.Set(2u, ToJsError(env, *failure).Value());
+    return result;
+  }
+  TakeError(api_, api_.InferenceResponseId(response, &id));
+  result.Set(3u, Napi::String::New(env, model_name ? model_name : ""));
+  result.Set(4u, Napi::Number::New(env, static_cast<double>(model_version)));
+  result.Set(5u, Napi::String::New(env, id ? id : ""));
+
+  uint32_t output_count = 0;
+  TakeError(api_, api_.InferenceResponseOutputCount(response, &output_count));
+  Napi::Array outputs = Napi::Array::New(env, output_count);
+  for (uint32_t i = 0; i < output_count; ++i) {
+    const char* name = nullptr;
+    TRITONSERVER_DataType datatype = TRITONSERVER_TYPE_INVALID;
+    const int64_t* shape = nullptr;
+    uint64_t dim_count = 0;
+    const void* base = nullptr;
+    size_t byte_size = 0;
+    TRITONSERVER_MemoryType memory_type = TRITONSERVER_MEMORY_CPU;
+    int64_t memory_type_id = 0;
+    void* buffer_userp = nullptr;
+    if (auto failure = TakeError(
+            api_, api_.InferenceResponseOutput(
+                      response, i, &name, &datatype, &shape, &dim_count, &base,
+                      &byte_size, &memory_type, &memory_type_id,
+                      &buffer_userp))) {
+      result.Set(2u, ToJsError(env, *failure).Value());
+      return result;
+    }
+    Napi::Array dims = Napi::Array::New(env, dim_count);
+    for (uint64_t d = 0; d < dim_count; ++d)
+      dims.Set(static_cast<uint32_t>(d),
+               Napi::Number::New(env, static_cast<double>(shape[d])));
+    Napi::Value data;
+    auto* header = static_cast<BufferHeader*>(buffer_userp);
+    if (byte_size == 0 || base == nullptr) {
+      data = Napi::ArrayBuffer::New(env, 0);
+    } else if (memory_type == TRITONSERVER_MEMORY_GPU || header == nullptr) {
+      // Not memory our allocator handed out: copy if it is host memory.
+      if (memory_type == TRITONSERVER_MEMORY_GPU) {
+        result.Set(2u, ToJsError(env, TRITONSERVER_ERROR_UNSUPPORTED,
+                                 std::string("output '") + name +
+                                     "' is in GPU memory")
+                           .Value());
+        return result;
+      }
+      Napi::ArrayBuffer copy = Napi::ArrayBuffer::New(env, byte_size);
+      std::memcpy(copy.Data(), base, byte_size);
+      data = copy;
+    } else {
+      data = OutputBuffer(env, base, byte_size);
+    }
+    Napi::Array output = Napi::Array::New(env, 4);
+    output.Set(0u, Napi::String::New(env, name));
+    output.Set(1u, Napi::Number::New(env, datatype));
+    output.Set(2u, dims);
+    output.Set(3u, data);
+    outputs.Set(i, output);
+  }
+  result.Set(6u, outputs);
+
+  uint32_t parameter_count = 0;
+  TakeError(api_, api_.InferenceResponseParameterCount(response, &parameter_count));
+  if (parameter_count > 0) {
+    Napi::Object parameters = Napi::Object::New(env);
+    for (uint32_t i = 0; i < parameter_count; ++i) {
+      const char* name = nullptr;
+      TRITONSERVER_ParameterType type = TRITONSERVER_PARAMETER_STRING;
+      const void* value = nullptr;
+      if (TakeError(api_, api_.InferenceResponseParameter(response, i, &name,
+                                                          &type, &value)) ||
+          name == nullptr || value == nullptr)
+        continue;
+      switch (type) {
+        case TRITONSERVER_PARAMETER_STRING:
+          parameters.Set(name, static_cast<const char*>(value));
+          break;
+        case TRITONSERVER_PARAMETER_INT:
+          parameters.Set(name, Napi::Number::New(env, static_cast<double>(
+                                   *static_cast<const int64_t*>(value))));
+          break;
+        case TRITONSERVER_PARAMETER_BOOL:
+          parameters.Set(name, *static_cast<const bool*>(value));
+          break;
+        case TRITONSERVER_PARAMETER_DOUBLE:
+          parameters.Set(name, *static_cast<const double*>(value));
+          break;
+        default:
+          break;
+      }
+    }
+    result.Set(7u, parameters);
+  }
+  return result;
+}
+
+// The tensor bytes as an ArrayBuffer: adopted without a copy where Node-API
+// allows external buffers, copied where it does not.
+Napi::Value InferenceEngine::OutputBuffer(Napi::Env env, const void* base,
+                                          size_t size) {
+  auto* header = reinterpret_cast<BufferHeader*>(
+      static_cast<char*>(const_cast<void*>(base)) - kHeaderSize);
+  if (!copy_outputs_) {
+    napi_value buffer = nullptr;
+    napi_status status = napi_create_external_arraybuffer(
+        env, const_cast<void*>(base), size,
+        [](napi_env, void*, void* hint) {
+          FreeBlock(static_cast<BufferHeader*>(hint));
+        },
+        header, &buffer);
+    if (status == napi_ok) {
+      header->adopted = true;
+      return Napi::Value(env, buffer);
+    }
+    if (status != napi_no_external_buffers_allowed)
+      throw Napi::Error::New(env, "could not create an output buffer");
+    copy_outputs_ = true;  // e.g. Electron's V8 sandbox: copy from now on
+  }
+  Napi::ArrayBuffer copy = Napi::ArrayBuffer::New(env, size);
+  std::memcpy(copy.Data(), base, size);
+  return copy;
+}
+
+InferenceEngine::Request* InferenceEngine::NewRequest() {
+  Request* request;
+  if (free_requests_.empty()) {
+    request = new Request();
+    request->engine = this;
+  } else {
+    request = free_requests_.back();
+    free_requests_.pop_back();
+  }
+  request->token = next_token_++;
+  if (next_token_ == 0) next_token_ = 1;
+  request->triton = nullptr;
+  request->released = false;
+  request->final_seen = false;
+  Live().requests++;
+  return request;
+}
+
+void InferenceEngine::Finish(Napi::Env env, Request* request) {
+  if (request->triton != nullptr)
+    TakeError(api_, api_.InferenceRequestDelete(request->triton));
+  request->triton = nullptr;
+  if (!request->inputs.IsEmpty()) {
+    request->inputs.Reset();
+    Live().input_references--;
+  }
+  bool was_in_flight = requests_.erase(request->token) > 0;
+  free_requests_.push_back(request);
+  Live().requests--;
+  if (was_in_flight && requests_.empty() && !tsfn_released_) {
+    tsfn_.Unref(env);
+    if (closing_) {
+      tsfn_released_ = true;
+      tsfn_.Release();
+    }
+  }
+}
+
+namespace {
+
+int64_t ToInt64(Napi::Value value, const char* what) {
+  if (value.IsBigInt()) {
+    bool lossless = false;
+    int64_t result = value.As<Napi::BigInt>().Int64Value(&lossless);
+    if (!lossless)
+      throw InvalidArg(value.Env(), std::string(what) + " is out of range");
+    return result;
+  }
+  return value.As<Napi::Number>().Int64Value();
+}
+
+}  // namespace
+
+// Adds inputs, outputs and options to request->triton; throws on failure.
+void InferenceEngine::BuildRequest(const Napi::CallbackInfo& info,
+                                   Request* request) {
+  Napi::Env env = info.Env();
+  TRITONSERVER_InferenceRequest* triton = request->triton;
+  auto check = [&](TRITONSERVER_Error* err) {
+    if (auto failure = TakeError(api_, err)) throw ToJsError(env, *failure);
+  };
+
+  Napi::Array inputs = info[2].As<Napi::Array>();
+  for (uint32_t i = 0, n = inputs.Length(); i < n; ++i) {
+    Napi::Value entry = inputs.Get(i);
+    if (!entry.IsObject()) throw InvalidArg(env, "inputs must be objects");
+    Napi::Object input = entry.As<Napi::Object>();
+    Napi::Value name_value = input.Get("name");
+    Napi::Value datatype = input.Get("datatype");
+    Napi::Value shape_value = input.Get("shape");
+    Napi::Value data_value = input.Get("data");
+    if (!name_value.IsString() || !datatype.IsNumber() ||
+        !shape_value.IsArray() || !data_value.IsTypedArray())
+      throw InvalidArg(env,
+                       "each input needs name, datatype, shape and a "
+                       "TypedArray of data");
+    std::string name = name_value.As<Napi::String>();
+    Napi::Array shape = shape_value.As<Napi::Array>();
+    shape_scratch_.clear();
+    for (uint32_t d = 0, dims = shape.Length(); d < dims; ++d)
+      shape_scratch_.push_back(shape.Get(d).As<Napi::Number>().Int64Value());
+    Napi::TypedArray data = data_value.As<Napi::TypedArray>();
+    const uint8_t* bytes =
+        static_cast<const uint8_t*>(data.ArrayBuffer().Data()) +
+        data.ByteOffset();
+    check(api_.InferenceRequestAddInput(
+        triton, name.c_str(),
+        static_cast<TRITONSERVER_DataType>(
+            datatype.As<Napi::Number>().Int32Value()),
+        shape_scratch_.data(), shape_scratch_.size()));
+    check(api_.InferenceRequestAppendInputData(triton, name.c_str(), bytes,
+                                               data.ByteLength(),
+                                               TRITONSERVER_MEMORY_CPU, 0));
+  }
+  if (info[3].IsArray()) {
+    Napi::Array outputs = info[3].As<Napi::Array>();
+    for (uint32_t i = 0, n = outputs.Length(); i < n; ++i) {
+      std::string name = outputs.Get(i).ToString();
+      check(api_.InferenceRequestAddRequestedOutput(triton, name.c_str()));
+    }
+  }
+  if (!info[4].IsObject()) return;
+  Napi::Object options = info[4].As<Napi::Object>();
+  Napi::Value id = options.Get("id");
+  if (id.IsString())
+    check(api_.InferenceRequestSetId(triton, id.As<Napi::String>().Utf8Value().c_str()));
+  Napi::Value priority = options.Get("priority");
+  if (priority.IsNumber())
+    check(api_.InferenceRequestSetPriority(
+        triton, priority.As<Napi::Number>().Uint32Value()));
+  Napi::Value timeout = options.Get("timeoutUs");
+  if (timeout.IsNumber())
+    check(api_.InferenceRequestSetTimeoutMicroseconds(
+        triton, static_cast<uint64_t>(timeout.As<Napi::Number>().Int64Value())));
+  Napi::Value flags = options.Get("flags");
+  if (flags.IsNumber())
+    check(api_.InferenceRequestSetFlags(triton,
+                                        flags.As<Napi::Number>().Uint32Value()));
+  Napi::Value correlation = options.Get("correlationId");
+  if (correlation.IsString()) {
+    check(api_.InferenceRequestSetCorrelationIdString(
+        triton, correlation.As<Napi::String>().Utf8Value().c_str()));
+  } else if (correlation.IsNumber() || correlation.IsBigInt()) {
+    check(api_.InferenceRequestSetCorrelationId(
+        triton, static_cast<uint64_t>(ToInt64(correlation, "sequence id"))));
+  }
+  Napi::Value parameters = options.Get("parameters");
+  if (parameters.IsArray()) {
+    Napi::Array list = parameters.As<Napi::Array>();
+    for (uint32_t i = 0, n = list.Length(); i < n; ++i) {
+      Napi::Array pair = list.Get(i).As<Napi::Array>();
+      std::string key = pair.Get(0u).ToString();
+      Napi::Value value = pair.Get(1u);
+      if (value.IsString()) {
+        if (!api_.InferenceRequestSetStringParameter)
+          throw ToJsError(env, Unsupported(api_, "InferenceRequestSetStringParameter"));
+        check(api_.InferenceRequestSetStringParameter(
+            triton, key.c_str(), value.As<Napi::String>().Utf8Value().c_str()));
+      } else if (value.IsBoolean()) {
+        if (!api_.InferenceRequestSetBoolParameter)
+          throw ToJsError(env, Unsupported(api_, "InferenceRequestSetBoolParameter"));
+        check(api_.InferenceRequestSetBoolParameter(triton, key.c_str(),
+                                                    value.ToBoolean()));
+      } else if (value.IsBigInt() ||
+                 (value.IsNumber() && Napi::Number(env, value).DoubleValue() ==
+                                          static_cast<double>(ToInt64(value, key.c_str())))) {
+        if (!api_.InferenceRequestSetIntParameter)
+          throw ToJsError(env, Unsupported(api_, "InferenceRequestSetIntParameter"));
+        check(api_.InferenceRequestSetIntParameter(triton, key.c_str(),
+                                                   ToInt64(value, key.c_str())));
+      } else if (value.IsNumber()) {
+        if (!api_.InferenceRequestSetDoubleParameter)
+          throw ToJsError(env, Unsupported(api_, "InferenceRequestSetDoubleParameter"));
+        check(api_.InferenceRequestSetDoubleParameter(
+            triton, key.c_str(), value.As<Napi::Number>().DoubleValue()));
+      } else {
+        throw InvalidArg(env, "parameter '" + key +
+                                  "' must be a string, number, bigint or boolean");
+      }
+    }
+  }
+}
+
+Napi::Value InferenceEngine::Infer(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 5 || !info[0].IsString() || !info[1].IsNumber() ||
+      !info[2].IsArray())
+    throw InvalidArg(env, "infer(model, version, inputs, outputs, options)");
+  if (allocator_ == nullptr)
+    throw ToJsError(env, TRITONSERVER_ERROR_INTERNAL,
+                    "the response allocator could not be created");
+  std::string model = info[0].As<Napi::String>();
+  int64_t version = info[1].As<Napi::Number>().Int64Value();
+
+  Request* request = NewRequest();
+  // Frees the request and hands back the error to throw.
+  auto fail = [&](const Napi::Error& error) {
+    Finish(env, request);
+    return error;
+  };
+  if (auto failure = TakeError(
+          api_, api_.InferenceRequestNew(&request->triton, state_->server,
+                                         model.c_str(), version)))
+    throw fail(ToJsError(env, *failure));
+  try {
+    BuildRequest(info, request);
+  } catch (const Napi::Error& error) {
+    throw fail(error);
+  }
+  if (auto failure = TakeError(
+          api_, api_.InferenceRequestSetReleaseCallback(
+                    request->triton, &InferenceEngine::OnRelease, request)))
+    throw fail(ToJsError(env, *failure));
+  if (auto failure = TakeError(
+          api_, api_.InferenceRequestSetResponseCallback(
+                    request->triton, allocator_, request,
+                    &InferenceEngine::OnResponse, request)))
+    throw fail(ToJsError(env, *failure));
+
+  request->inputs = Napi::Persistent(info[2]);
+  Live().input_references++;
+  if (requests_.empty()) tsfn_.Ref(env);
+  requests_.emplace(request->token, request);
+  // On failure no callback will ever come: the request is still ours.
+  if (auto failure = TakeError(api_, api_.ServerInferAsync(
+                                         state_->server, request->triton,
+                                         nullptr)))
+    throw fail(ToJsError(env, *failure));
+  return Napi::Number::New(env, request->token);
+}
+
+void InferenceEngine::Cancel(Napi::Env env, uint32_t token) {
+  auto found = requests_.find(token);
+  if (found == requests_.end() || found->second->final_seen) return;
+  if (api_.InferenceRequestCancel == nullptr)
+    throw ToJsError(env, Unsupported(api_, "InferenceRequestCancel"));
+  // Cancelling a request that already finished is harmless in Triton.
+  if (auto failure = TakeError(
+          api_, api_.InferenceRequestCancel(found->second->triton)))
+    throw ToJsError(env, *failure);
+}
+
+void InferenceEngine::Close() {
+  closing_ = true;
+  if (requests_.empty() && !tsfn_released_) {
+    tsfn_released_ = true;
+    tsfn_.Release();
+  }
+}
+
+void InferenceEngine::Abandon() {
+  std::vector<Completion> left;
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    abandoned_ = true;
+    left.swap(queue_);
+  }
+  for (const Completion& completion : left) {
+    if (completion.response != nullptr) {
+      TakeError(api_, api_.InferenceResponseDelete(completion.response));
+      Live().responses--;
+    }
+  }
+  if (!tsfn_released_) {
+    tsfn_released_ = true;
+    tsfn_.Abort();
+  }
+}
+
+}  // namespace tsn

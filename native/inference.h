@@ -1,0 +1,114 @@
+// Inference for one server: requests in, responses out, on Triton's threads
+// only what must happen there (allocate, enqueue), everything else on the JS
+// thread in one drain per tick.
+#pragma once
+
+#include <napi.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "server.h"
+
+namespace tsn {
+
+// Process-wide counts of live native objects, for tests and leak hunting.
+struct LiveCounters {
+  std::atomic<int64_t> requests{0};        // request contexts not yet freed
+  std::atomic<int64_t> responses{0};       // Triton responses not yet deleted
+  std::atomic<int64_t> output_buffers{0};  // output memory not yet freed
+  std::atomic<int64_t> input_references{0};  // JS inputs held for Triton
+};
+LiveCounters& Live();
+
+class InferenceEngine {
+ public:
+  static std::shared_ptr<InferenceEngine> Create(
+      Napi::Env env, std::shared_ptr<ServerState> state,
+      Napi::Function on_responses);
+  ~InferenceEngine();
+
+  // infer(model, version, inputs, outputs, options) → request token.
+  Napi::Value Infer(const Napi::CallbackInfo& info);
+  void Cancel(Napi::Env env, uint32_t token);
+  uint32_t InFlight() const { return static_cast<uint32_t>(requests_.size()); }
+  // Forces outputs to be copied into JS memory (runtimes without external
+  // buffers); set by the outputCopy option or when Node-API refuses them.
+  void SetCopyOutputs(bool copy) { copy_outputs_ = copy; }
+  bool CopyOutputs() const { return copy_outputs_; }
+  // The server was deleted: release the thread-safe function once idle.
+  void Close();
+  // The environment is being torn down: stop delivering to JS.
+  void Abandon();
+
+ private:
+  struct Request;
+  struct Completion {
+    Request* request;
+    TRITONSERVER_InferenceResponse* response;  // null for a release
+    uint32_t flags;
+    bool is_release;
+  };
+  static void Drain(Napi::Env env, Napi::Function callback,
+                    InferenceEngine* engine, std::nullptr_t* unused);
+  using Tsfn = Napi::TypedThreadSafeFunction<InferenceEngine, std::nullptr_t,
+                                             &InferenceEngine::Drain>;
+
+  explicit InferenceEngine(std::shared_ptr<ServerState> state);
+
+  static TRITONSERVER_Error* Allocate(
+      TRITONSERVER_ResponseAllocator* allocator, const char* tensor_name,
+      size_t byte_size, TRITONSERVER_MemoryType memory_type,
+      int64_t memory_type_id, void* userp, void** buffer, void** buffer_userp,
+      TRITONSERVER_MemoryType* actual_memory_type,
+      int64_t* actual_memory_type_id);
+  static TRITONSERVER_Error* ReleaseBuffer(
+      TRITONSERVER_ResponseAllocator* allocator, void* buffer,
+      void* buffer_userp, size_t byte_size, TRITONSERVER_MemoryType memory_type,
+      int64_t memory_type_id);
+  static TRITONSERVER_Error* Query(TRITONSERVER_ResponseAllocator* allocator,
+                                   void* userp, const char* tensor_name,
+                                   size_t* byte_size,
+                                   TRITONSERVER_MemoryType* memory_type,
+                                   int64_t* memory_type_id);
+  static void OnResponse(TRITONSERVER_InferenceResponse* response,
+                         const uint32_t flags, void* userp);
+  static void OnRelease(TRITONSERVER_InferenceRequest* request,
+                        const uint32_t flags, void* userp);
+
+  void Push(const Completion& completion);  // any thread
+  void DrainOnJsThread(Napi::Env env, Napi::Function callback);
+  Napi::Value ResponseToJs(Napi::Env env, Request* request,
+                           TRITONSERVER_InferenceResponse* response,
+                           uint32_t flags);
+  Napi::Value OutputBuffer(Napi::Env env, const void* base, size_t size);
+  Request* NewRequest();
+  void Finish(Napi::Env env, Request* request);
+  void BuildRequest(const Napi::CallbackInfo& info, Request* request);
+
+  std::shared_ptr<ServerState> state_;
+  const TritonApi& api_;
+  TRITONSERVER_ResponseAllocator* allocator_ = nullptr;
+  Tsfn tsfn_;
+  bool tsfn_released_ = false;
+  bool closing_ = false;
+  bool copy_outputs_ = false;
+
+  // JS thread only.
+  uint32_t next_token_ = 1;
+  std::unordered_map<uint32_t, Request*> requests_;
+  std::vector<Request*> free_requests_;
+  std::vector<int64_t> shape_scratch_;
+  std::vector<Completion> draining_;
+
+  // Shared with Triton's threads.
+  std::mutex queue_mutex_;
+  std::vector<Completion> queue_;
+  bool drain_scheduled_ = false;
+  bool abandoned_ = false;
+};
+
+}  // namespace tsn

@@ -1,0 +1,651 @@
+#include "server.h"
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <mutex>
+#include <thread>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+
+#include "addon.h"
+#include "inference.h"
+
+namespace tsn {
+
+ServerState::~ServerState() {
+  // Normally stop() deleted the server; this covers a wrapper collected
+  // without stop() after its last request finished.
+  if (server != nullptr) {
+    TakeError(api, api.ServerStop(server));
+    TakeError(api, api.ServerDelete(server));
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Server options: lib/options.ts turns options into a list of C calls; this
+// table applies them by name with checked argument conversion.
+
+namespace {
+
+Failure BadOption(const OptionCall& call, const std::string& why) {
+  return Failure{TRITONSERVER_ERROR_INVALID_ARG,
+                 "TRITONSERVER_" + call.function + ": " + why};
+}
+
+template <typename T>
+bool ConvertArg(const OptionArg& arg, T* out) {
+  if constexpr (std::is_same_v<T, const char*>) {
+    auto* text = std::get_if<std::string>(&arg);
+    if (text == nullptr) return false;
+    *out = text->c_str();
+    return true;
+  } else if constexpr (std::is_same_v<T, bool>) {
+    auto* flag = std::get_if<bool>(&arg);
+    if (flag == nullptr) return false;
+    *out = *flag;
+    return true;
+  } else if constexpr (std::is_floating_point_v<T>) {
+    auto* number = std::get_if<double>(&arg);
+    if (number == nullptr) return false;
+    *out = static_cast<T>(*number);
+    return true;
+  } else {
+    // Integers and enums: whole numbers within the C type's range.
+    using Int = std::conditional_t<std::is_enum_v<T>, int, T>;
+    auto* number = std::get_if<double>(&arg);
+    if (number == nullptr || std::trunc(*number) != *number) return false;
+    if (*number < static_cast<double>(std::numeric_limits<Int>::lowest()) ||
+        *number > static_cast<double>(std::numeric_limits<Int>::max()))
+      return false;
+    *out = static_cast<T>(static_cast<Int>(*number));
+    return true;
+  }
+}
+
+template <typename... Args, size_t... I>
+std::optional<Failure> CallWithArgs(
+    const TritonApi& api,
+    TRITONSERVER_Error* (*fn)(TRITONSERVER_ServerOptions*, Args...),
+    TRITONSERVER_ServerOptions* options, const OptionCall& call,
+    std::index_sequence<I...>) {
+  std::tuple<std::remove_cv_t<Args>...> values;
+  bool ok = (ConvertArg(call.args[I], &std::get<I>(values)) && ...);
+  if (!ok) return BadOption(call, "argument of the wrong type or range");
+  return TakeError(api, fn(options, std::get<I>(values)...));
+}
+
+template <typename... Args>
+std::optional<Failure> CallOption(
+    const TritonApi& api,
+    TRITONSERVER_Error* (*fn)(TRITONSERVER_ServerOptions*, Args...),
+    TRITONSERVER_ServerOptions* options, const OptionCall& call) {
+  if (call.args.size() != sizeof...(Args))
+    return BadOption(call, "expects " + std::to_string(sizeof...(Args)) +
+                               " arguments");
+  return CallWithArgs(api, fn, options, call,
+                      std::index_sequence_for<Args...>{});
+}
+
+using OptionApplier = std::function<std::optional<Failure>(
+    const TritonApi&, TRITONSERVER_ServerOptions*, const OptionCall&)>;
+
+#define TSN_OPTION_FUNCTIONS(X)                                          \
+  X(ServerOptionsSetServerId)                                            \
+  X(ServerOptionsSetModelRepositoryPath)                                 \
+  X(ServerOptionsSetModelControlMode)                                    \
+  X(ServerOptionsSetStartupModel)                                        \
+  X(ServerOptionsSetStrictModelConfig)                                   \
+  X(ServerOptionsSetModelConfigName)                                     \
+  X(ServerOptionsSetRateLimiterMode)                                     \
+  X(ServerOptionsAddRateLimiterResource)                                 \
+  X(ServerOptionsSetPinnedMemoryPoolByteSize)                            \
+  X(ServerOptionsSetCudaMemoryPoolByteSize)                              \
+  X(ServerOptionsSetCacheConfig)                                         \
+  X(ServerOptionsSetCacheDirectory)                                      \
+  X(ServerOptionsSetMinSupportedComputeCapability)                       \
+  X(ServerOptionsSetExitOnError)                                         \
+  X(ServerOptionsSetStrictReadiness)                                     \
+  X(ServerOptionsSetExitTimeout)                                         \
+  X(ServerOptionsSetBufferManagerThreadCount)                            \
+  X(ServerOptionsSetModelLoadThreadCount)                                \
+  X(ServerOptionsSetModelLoadRetryCount)                                 \
+  X(ServerOptionsSetModelNamespacing)                                    \
+  X(ServerOptionsSetEnablePeerAccess)                                    \
+  X(ServerOptionsSetLogFile)                                             \
+  X(ServerOptionsSetLogInfo)                                             \
+  X(ServerOptionsSetLogWarn)                                             \
+  X(ServerOptionsSetLogError)                                            \
+  X(ServerOptionsSetLogFormat)                                           \
+  X(ServerOptionsSetLogVerbose)                                          \
+  X(ServerOptionsSetMetrics)                                             \
+  X(ServerOptionsSetGpuMetrics)                                          \
+  X(ServerOptionsSetCpuMetrics)                                          \
+  X(ServerOptionsSetMetricsInterval)                                     \
+  X(ServerOptionsSetMetricsConfig)                                       \
+  X(ServerOptionsSetBackendDirectory)                                    \
+  X(ServerOptionsSetRepoAgentDirectory)                                  \
+  X(ServerOptionsSetModelLoadDeviceLimit)                                \
+  X(ServerOptionsSetBackendConfig)                                       \
+  X(ServerOptionsSetHostPolicy)
+
+const std::unordered_map<std::string, OptionApplier>& OptionAppliers() {
+  static const auto* table = new std::unordered_map<std::string, OptionApplier>{
+#define TSN_APPLIER(name)                                                   \
+  {#name, [](const TritonApi& api, TRITONSERVER_ServerOptions* options,     \
+             const OptionCall& call) -> std::optional<Failure> {            \
+     if (api.name == nullptr) return Unsupported(api, #name);               \
+     return CallOption(api, api.name, options, call);                       \
+   }},
+      TSN_OPTION_FUNCTIONS(TSN_APPLIER)
+#undef TSN_APPLIER
+  };
+  return *table;
+}
+
+}  // namespace
+
+std::optional<Failure> ApplyOptionCall(const TritonApi& api,
+                                       TRITONSERVER_ServerOptions* options,
+                                       const OptionCall& call) {
+  auto found = OptionAppliers().find(call.function);
+  if (found == OptionAppliers().end())
+    return BadOption(call, "not a server option function");
+  return found->second(api, options, call);
+}
+
+// ---------------------------------------------------------------------------
+
+namespace {
+
+std::string GetString(const Napi::CallbackInfo& info, size_t index,
+                      const char* what) {
+  if (info.Length() <= index || !info[index].IsString())
+    throw ToJsError(info.Env(), TRITONSERVER_ERROR_INVALID_ARG,
+                    std::string(what) + " must be a string");
+  return info[index].As<Napi::String>().Utf8Value();
+}
+
+int64_t GetVersion(const Napi::CallbackInfo& info, size_t index) {
+  if (info.Length() <= index || !info[index].IsNumber())
+    throw ToJsError(info.Env(), TRITONSERVER_ERROR_INVALID_ARG,
+                    "model version must be a number");
+  return info[index].As<Napi::Number>().Int64Value();
+}
+
+std::optional<Failure> TakeJson(const TritonApi& api, TRITONSERVER_Error* err,
+                                TRITONSERVER_Message* message,
+                                Outcome* outcome) {
+  if (auto failure = TakeError(api, err)) return failure;
+  const char* base = nullptr;
+  size_t size = 0;
+  auto failure = TakeError(api, api.MessageSerializeToJson(message, &base, &size));
+  if (!failure) *outcome = std::string(base, size);
+  TakeError(api, api.MessageDelete(message));
+  return failure;
+}
+
+// Owns the Triton parameters of one call.
+struct ParameterList {
+  const TritonApi& api;
+  std::vector<TRITONSERVER_Parameter*> items;
+  explicit ParameterList(const TritonApi& api) : api(api) {}
+  ~ParameterList() {
+    for (auto* item : items) api.ParameterDelete(item);
+  }
+  const TRITONSERVER_Parameter** data() {
+    return const_cast<const TRITONSERVER_Parameter**>(items.data());
+  }
+};
+
+struct LoadParameter {
+  std::string name;
+  bool is_bytes;
+  std::string value;
+};
+
+}  // namespace
+
+Napi::Function ServerWrap::Define(Napi::Env env) {
+  return DefineClass(
+      env, "NativeServer",
+      {
+          InstanceMethod<&ServerWrap::Library>("library"),
+          InstanceMethod<&ServerWrap::IsLive>("isLive"),
+          InstanceMethod<&ServerWrap::IsReady>("isReady"),
+          InstanceMethod<&ServerWrap::Metadata>("metadata"),
+          InstanceMethod<&ServerWrap::ModelIndex>("modelIndex"),
+          InstanceMethod<&ServerWrap::ModelIsReady>("modelIsReady"),
+          InstanceMethod<&ServerWrap::ModelMetadata>("modelMetadata"),
+          InstanceMethod<&ServerWrap::ModelConfig>("modelConfig"),
+          InstanceMethod<&ServerWrap::ModelStatistics>("modelStatistics"),
+          InstanceMethod<&ServerWrap::ModelBatchProperties>(
+              "modelBatchProperties"),
+          InstanceMethod<&ServerWrap::ModelTransactionProperties>(
+              "modelTransactionProperties"),
+          InstanceMethod<&ServerWrap::LoadModel>("loadModel"),
+          InstanceMethod<&ServerWrap::UnloadModel>("unloadModel"),
+          InstanceMethod<&ServerWrap::PollModelRepository>(
+              "pollModelRepository"),
+          InstanceMethod<&ServerWrap::RegisterModelRepository>(
+              "registerModelRepository"),
+          InstanceMethod<&ServerWrap::UnregisterModelRepository>(
+              "unregisterModelRepository"),
+          InstanceMethod<&ServerWrap::Metrics>("metrics"),
+          InstanceMethod<&ServerWrap::Stop>("stop"),
+          InstanceMethod<&ServerWrap::Infer>("infer"),
+          InstanceMethod<&ServerWrap::Cancel>("cancel"),
+          InstanceMethod<&ServerWrap::InFlight>("inFlight"),
+      });
+}
+
+ServerWrap::ServerWrap(const Napi::CallbackInfo& info)
+    : Napi::ObjectWrap<ServerWrap>(info) {
+  // Only Wrap() creates these, passing the state through an External.
+  if (info.Length() < 2 || !info[0].IsExternal() || !info[1].IsFunction())
+    throw ToJsError(info.Env(), TRITONSERVER_ERROR_INVALID_ARG,
+                    "NativeServer is created by startServer()");
+  auto* state = info[0].As<Napi::External<std::shared_ptr<ServerState>>>().Data();
+  state_ = *state;
+  engine_ = InferenceEngine::Create(info.Env(), state_,
+                                    info[1].As<Napi::Function>());
+  napi_add_env_cleanup_hook(
+      info.Env(), [](void* self) { static_cast<ServerWrap*>(self)->StopNow(); },
+      this);
+  cleanup_hook_added_ = true;
+}
+
+ServerWrap::~ServerWrap() {
+  if (cleanup_hook_added_)
+    napi_remove_env_cleanup_hook(
+        Env(), [](void* self) { static_cast<ServerWrap*>(self)->StopNow(); },
+        this);
+  // Collected without stop(): stop and delete off the JS thread, since
+  // stopping can wait for models to unload.
+  if (!state_->stopping.exchange(true)) {
+    std::thread([state = std::move(state_)]() mutable { state.reset(); })
+        .detach();
+  }
+}
+
+void ServerWrap::SetCopyOutputs(bool copy) { engine_->SetCopyOutputs(copy); }
+
+void ServerWrap::StopNow() {
+  // The environment is going away (worker exit, process exit): stop
+  // synchronously, there is no later tick to finish on.
+  cleanup_hook_added_ = false;
+  state_->stopping = true;
+  {
+    std::unique_lock<std::shared_mutex> lock(state_->lifetime);
+    if (state_->server != nullptr) {
+      TakeError(state_->api, state_->api.ServerStop(state_->server));
+      TakeError(state_->api, state_->api.ServerDelete(state_->server));
+      state_->server = nullptr;
+    }
+  }
+  engine_->Abandon();
+}
+
+Napi::Object ServerWrap::Wrap(Napi::Env env,
+                              std::shared_ptr<ServerState> state,
+                              Napi::Function on_responses) {
+  Addon* addon = env.GetInstanceData<Addon>();
+  auto external = Napi::External<std::shared_ptr<ServerState>>::New(
+      env, new std::shared_ptr<ServerState>(std::move(state)),
+      [](Napi::Env, std::shared_ptr<ServerState>* data) { delete data; });
+  return addon->server_class.New({external, on_responses});
+}
+
+Napi::Value ServerWrap::RunWithServer(Napi::Env env, ServerWork work) {
+  if (state_->stopping) {
+    auto deferred = Napi::Promise::Deferred::New(env);
+    deferred.Reject(ToJsError(env, TRITONSERVER_ERROR_UNAVAILABLE,
+                              "the server has been stopped")
+                        .Value());
+    return deferred.Promise();
+  }
+  return BlockingCall::Run(
+      env, [state = state_, work = std::move(work)](Outcome* outcome) {
+        std::shared_lock<std::shared_mutex> lock(state->lifetime);
+        if (state->server == nullptr)
+          return std::optional<Failure>(Failure{
+              TRITONSERVER_ERROR_UNAVAILABLE, "the server has been stopped"});
+        return work(state->api, state->server, outcome);
+      });
+}
+
+Napi::Value ServerWrap::Library(const Napi::CallbackInfo& info) {
+  Napi::Object result = Napi::Object::New(info.Env());
+  result.Set("path", state_->api.path);
+  result.Set("major", state_->api.major);
+  result.Set("minor", state_->api.minor);
+  return result;
+}
+
+Napi::Value ServerWrap::IsLive(const Napi::CallbackInfo& info) {
+  return RunWithServer(info.Env(), [](const TritonApi& api,
+                                      TRITONSERVER_Server* server,
+                                      Outcome* outcome) {
+    bool live = false;
+    auto failure = TakeError(api, api.ServerIsLive(server, &live));
+    *outcome = live;
+    return failure;
+  });
+}
+
+Napi::Value ServerWrap::IsReady(const Napi::CallbackInfo& info) {
+  return RunWithServer(info.Env(), [](const TritonApi& api,
+                                      TRITONSERVER_Server* server,
+                                      Outcome* outcome) {
+    bool ready = false;
+    auto failure = TakeError(api, api.ServerIsReady(server, &ready));
+    *outcome = ready;
+    return failure;
+  });
+}
+
+Napi::Value ServerWrap::Metadata(const Napi::CallbackInfo& info) {
+  return RunWithServer(info.Env(), [](const TritonApi& api,
+                                      TRITONSERVER_Server* server,
+                                      Outcome* outcome) {
+    TRITONSERVER_Message* message = nullptr;
+    return TakeJson(api, api.ServerMetadata(server, &message), message,
+                    outcome);
+  });
+}
+
+Napi::Value ServerWrap::ModelIndex(const Napi::CallbackInfo& info) {
+  uint32_t flags = info.Length() > 0 && info[0].ToBoolean().Value()
+                       ? TRITONSERVER_INDEX_FLAG_READY
+                       : 0;
+  return RunWithServer(info.Env(), [flags](const TritonApi& api,
+                                           TRITONSERVER_Server* server,
+                                           Outcome* outcome) {
+    TRITONSERVER_Message* message = nullptr;
+    return TakeJson(api, api.ServerModelIndex(server, flags, &message),
+                    message, outcome);
+  });
+}
+
+Napi::Value ServerWrap::ModelIsReady(const Napi::CallbackInfo& info) {
+  std::string name = GetString(info, 0, "model name");
+  int64_t version = GetVersion(info, 1);
+  return RunWithServer(info.Env(), [name, version](const TritonApi& api,
+                                                   TRITONSERVER_Server* server,
+                                                   Outcome* outcome) {
+    bool ready = false;
+    auto failure = TakeError(
+        api, api.ServerModelIsReady(server, name.c_str(), version, &ready));
+    *outcome = ready;
+    return failure;
+  });
+}
+
+Napi::Value ServerWrap::ModelMetadata(const Napi::CallbackInfo& info) {
+  std::string name = GetString(info, 0, "model name");
+  int64_t version = GetVersion(info, 1);
+  return RunWithServer(info.Env(), [name, version](const TritonApi& api,
+                                                   TRITONSERVER_Server* server,
+                                                   Outcome* outcome) {
+    TRITONSERVER_Message* message = nullptr;
+    return TakeJson(
+        api, api.ServerModelMetadata(server, name.c_str(), version, &message),
+        message, outcome);
+  });
+}
+
+Napi::Value ServerWrap::ModelConfig(const Napi::CallbackInfo& info) {
+  std::string name = GetString(info, 0, "model name");
+  int64_t version = GetVersion(info, 1);
+  return RunWithServer(info.Env(), [name, version](const TritonApi& api,
+                                                   TRITONSERVER_Server* server,
+                                                   Outcome* outcome) {
+    TRITONSERVER_Message* message = nullptr;
+    return TakeJson(api,
+                    api.ServerModelConfig(server, name.c_str(), version,
+                                          /*config_version=*/1, &message),
+                    message, outcome);
+  });
+}
+
+Napi::Value ServerWrap::ModelStatistics(const Napi::CallbackInfo& info) {
+  std::string name = GetString(info, 0, "model name");
+  int64_t version = GetVersion(info, 1);
+  return RunWithServer(info.Env(), [name, version](const TritonApi& api,
+                                                   TRITONSERVER_Server* server,
+                                                   Outcome* outcome) {
+    TRITONSERVER_Message* message = nullptr;
+    return TakeJson(
+        api,
+        api.ServerModelStatistics(server, name.c_str(), version, &message),
+        message, outcome);
+  });
+}
+
+Napi::Value ServerWrap::ModelBatchProperties(const Napi::CallbackInfo& info) {
+  std::string name = GetString(info, 0, "model name");
+  int64_t version = GetVersion(info, 1);
+  return RunWithServer(info.Env(), [name, version](const TritonApi& api,
+                                                   TRITONSERVER_Server* server,
+                                                   Outcome* outcome) {
+    uint32_t flags = 0;
+    void* unused = nullptr;
+    auto failure = TakeError(api, api.ServerModelBatchProperties(
+                                      server, name.c_str(), version, &flags,
+                                      &unused));
+    *outcome = flags;
+    return failure;
+  });
+}
+
+Napi::Value ServerWrap::ModelTransactionProperties(
+    const Napi::CallbackInfo& info) {
+  std::string name = GetString(info, 0, "model name");
+  int64_t version = GetVersion(info, 1);
+  return RunWithServer(info.Env(), [name, version](const TritonApi& api,
+                                                   TRITONSERVER_Server* server,
+                                                   Outcome* outcome) {
+    uint32_t flags = 0;
+    void* unused = nullptr;
+    auto failure = TakeError(api, api.ServerModelTransactionProperties(
+                                      server, name.c_str(), version, &flags,
+                                      &unused));
+    *outcome = flags;
+    return failure;
+  });
+}
+
+// loadModel(name, parameters?: Array<[name, string | Uint8Array]>): strings
+// are sent as STRING parameters (e.g. `config`), bytes as BYTES (`file:...`).
+Napi::Value ServerWrap::LoadModel(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  std::string name = GetString(info, 0, "model name");
+  std::vector<LoadParameter> parameters;
+  if (info.Length() > 1 && info[1].IsArray()) {
+    Napi::Array list = info[1].As<Napi::Array>();
+    for (uint32_t i = 0; i < list.Length(); ++i) {
+      Napi::Value entry = list.Get(i);
+      if (!entry.IsArray() || entry.As<Napi::Array>().Length() != 2)
+        throw ToJsError(env, TRITONSERVER_ERROR_INVALID_ARG,
+                        "load parameters must be [name, value] pairs");
+      Napi::Array pair = entry.As<Napi::Array>();
+      Napi::Value key = pair.Get(0u), value = pair.Get(1u);
+      if (!key.IsString())
+        throw ToJsError(env, TRITONSERVER_ERROR_INVALID_ARG,
+                        "load parameter names must be strings");
+      if (value.IsString()) {
+        parameters.push_back(
+            {key.As<Napi::String>(), false, value.As<Napi::String>()});
+      } else if (value.IsTypedArray() &&
+                 value.As<Napi::TypedArray>().TypedArrayType() ==
+                     napi_uint8_array) {
+        auto bytes = value.As<Napi::Uint8Array>();
+        parameters.push_back(
+            {key.As<Napi::String>(), true,
+             std::string(reinterpret_cast<const char*>(bytes.Data()),
+                         bytes.ByteLength())});
+      } else {
+        throw ToJsError(env, TRITONSERVER_ERROR_INVALID_ARG,
+                        "load parameter values must be strings or Uint8Arrays");
+      }
+    }
+  }
+  return RunWithServer(env, [name, parameters = std::move(parameters)](
+                                const TritonApi& api,
+                                TRITONSERVER_Server* server, Outcome*) {
+    if (parameters.empty())
+      return TakeError(api, api.ServerLoadModel(server, name.c_str()));
+    ParameterList list(api);
+    for (const LoadParameter& parameter : parameters) {
+      TRITONSERVER_Parameter* item =
+          parameter.is_bytes
+              ? api.ParameterBytesNew(parameter.name.c_str(),
+                                      parameter.value.data(),
+                                      parameter.value.size())
+              : api.ParameterNew(parameter.name.c_str(),
+                                 TRITONSERVER_PARAMETER_STRING,
+                                 parameter.value.c_str());
+      if (item == nullptr)
+        return std::optional<Failure>(
+            Failure{TRITONSERVER_ERROR_INTERNAL,
+                    "could not create load parameter " + parameter.name});
+      list.items.push_back(item);
+    }
+    return TakeError(api, api.ServerLoadModelWithParameters(
+                              server, name.c_str(), list.data(),
+                              list.items.size()));
+  });
+}
+
+Napi::Value ServerWrap::UnloadModel(const Napi::CallbackInfo& info) {
+  std::string name = GetString(info, 0, "model name");
+  bool dependents = info.Length() > 1 && info[1].ToBoolean().Value();
+  return RunWithServer(info.Env(), [name, dependents](
+                                       const TritonApi& api,
+                                       TRITONSERVER_Server* server, Outcome*) {
+    return TakeError(api, dependents ? api.ServerUnloadModelAndDependents(
+                                           server, name.c_str())
+                                     : api.ServerUnloadModel(server,
+                                                             name.c_str()));
+  });
+}
+
+Napi::Value ServerWrap::PollModelRepository(const Napi::CallbackInfo& info) {
+  return RunWithServer(info.Env(), [](const TritonApi& api,
+                                      TRITONSERVER_Server* server, Outcome*) {
+    return TakeError(api, api.ServerPollModelRepository(server));
+  });
+}
+
+// registerModelRepository(path, mapping: Array<[directory, modelName]>)
+Napi::Value ServerWrap::RegisterModelRepository(
+    const Napi::CallbackInfo& info) {
+  std::string path = GetString(info, 0, "repository path");
+  std::vector<std::pair<std::string, std::string>> mapping;
+  if (info.Length() > 1 && info[1].IsArray()) {
+    Napi::Array list = info[1].As<Napi::Array>();
+    for (uint32_t i = 0; i < list.Length(); ++i) {
+      Napi::Value entry = list.Get(i);
+      Napi::Array pair = entry.IsArray() ? entry.As<Napi::Array>()
+                                         : Napi::Array::New(info.Env());
+      if (pair.Length() != 2 || !pair.Get(0u).IsString() ||
+          !pair.Get(1u).IsString())
+        throw ToJsError(info.Env(), TRITONSERVER_ERROR_INVALID_ARG,
+                        "name mapping entries must be [directory, name] "
+                        "string pairs");
+      mapping.emplace_back(pair.Get(0u).As<Napi::String>(),
+                           pair.Get(1u).As<Napi::String>());
+    }
+  }
+  return RunWithServer(info.Env(), [path, mapping](const TritonApi& api,
+                                                   TRITONSERVER_Server* server,
+                                                   Outcome*) {
+    ParameterList list(api);
+    for (const auto& [directory, model] : mapping)
+      list.items.push_back(api.ParameterNew(
+          directory.c_str(), TRITONSERVER_PARAMETER_STRING, model.c_str()));
+    return TakeError(api, api.ServerRegisterModelRepository(
+                              server, path.c_str(), list.data(),
+                              static_cast<uint32_t>(list.items.size())));
+  });
+}
+
+Napi::Value ServerWrap::UnregisterModelRepository(
+    const Napi::CallbackInfo& info) {
+  std::string path = GetString(info, 0, "repository path");
+  return RunWithServer(info.Env(), [path](const TritonApi& api,
+                                          TRITONSERVER_Server* server,
+                                          Outcome*) {
+    return TakeError(api,
+                     api.ServerUnregisterModelRepository(server, path.c_str()));
+  });
+}
+
+Napi::Value ServerWrap::Metrics(const Napi::CallbackInfo& info) {
+  return RunWithServer(info.Env(), [](const TritonApi& api,
+                                      TRITONSERVER_Server* server,
+                                      Outcome* outcome) {
+    TRITONSERVER_Metrics* metrics = nullptr;
+    if (auto failure = TakeError(api, api.ServerMetrics(server, &metrics)))
+      return failure;
+    const char* base = nullptr;
+    size_t size = 0;
+    auto failure = TakeError(
+        api, api.MetricsFormatted(metrics, TRITONSERVER_METRIC_PROMETHEUS,
+                                  &base, &size));
+    if (!failure) *outcome = std::string(base, size);
+    TakeError(api, api.MetricsDelete(metrics));
+    return failure;
+  });
+}
+
+// stop(): Triton's stop waits for requests in flight (up to the exit
+// timeout) and unloads the models; then the server is deleted. Idempotent.
+Napi::Value ServerWrap::Stop(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  state_->stopping = true;
+  return BlockingCall::Run(
+      env,
+      [state = state_](Outcome*) -> std::optional<Failure> {
+        std::optional<Failure> failure;
+        {
+          std::shared_lock<std::shared_mutex> lock(state->lifetime);
+          if (state->server == nullptr) return std::nullopt;
+          failure = TakeError(state->api, state->api.ServerStop(state->server));
+        }
+        std::unique_lock<std::shared_mutex> lock(state->lifetime);
+        if (state->server != nullptr) {
+          auto deleted =
+              TakeError(state->api, state->api.ServerDelete(state->server));
+          state->server = nullptr;
+          if (!failure) failure = deleted;
+        }
+        return failure;
+      },
+      [engine = engine_](Napi::Env env, Outcome&) -> Napi::Value {
+        engine->Close();
+        return env.Undefined();
+      });
+}
+
+Napi::Value ServerWrap::Infer(const Napi::CallbackInfo& info) {
+  if (state_->stopping)
+    throw ToJsError(info.Env(), TRITONSERVER_ERROR_UNAVAILABLE,
+                    "the server has been stopped");
+  return engine_->Infer(info);
+}
+
+Napi::Value ServerWrap::Cancel(const Napi::CallbackInfo& info) {
+  if (info.Length() < 1 || !info[0].IsNumber())
+    throw ToJsError(info.Env(), TRITONSERVER_ERROR_INVALID_ARG,
+                    "cancel() takes a request token");
+  engine_->Cancel(info.Env(), info[0].As<Napi::Number>().Uint32Value());
+  return info.Env().Undefined();
+}
+
+Napi::Value ServerWrap::InFlight(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), engine_->InFlight());
+}
+
+}  // namespace tsn
