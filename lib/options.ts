@@ -288,9 +288,9 @@ export const serverOptionsSchema = z
     /**
      * Name of the custom model configuration to load, `configs/<name>.pbtxt` in each
      * model directory, falling back to `config.pbtxt` (`ServerOptionsSetModelConfigName`,
-     * API 1.31). No whitespace. Default: '' (always `config.pbtxt`).
+     * API 1.31). No whitespace; '' means none. Default: '' (always `config.pbtxt`).
      */
-    modelConfigName: z.string().regex(/^\S+$/, { error: 'expected a name without whitespace' }).optional(),
+    modelConfigName: z.string().regex(/^\S*$/, { error: 'expected a name without whitespace' }).optional(),
     /**
      * Require a complete `config.pbtxt`; false lets Triton auto-complete configs
      * from the model files (`ServerOptionsSetStrictModelConfig`). Default true.
@@ -543,6 +543,9 @@ function issueMessage(issue: RawIssue): string {
   switch (issue.code) {
     case 'invalid_type':
       if (issue.input === undefined) return 'is required';
+      if (typeof issue.input === 'number' && !Number.isFinite(issue.input)) {
+        return `expected a finite ${issue.expected === 'int' ? 'integer' : 'number'}, got ${issue.input}`;
+      }
       return `expected ${typeName(issue.expected)}, got ${describeValue(issue.input)}`;
     case 'invalid_value':
       return `expected ${
