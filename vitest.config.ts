@@ -1,11 +1,18 @@
+import { resolve } from 'node:path';
 import { defineConfig } from 'vitest/config';
+
+// Without a real Triton (TRITONSERVER_LIBRARY unset) the suite runs against
+// the test core that `npm run build:testcore` builds.
+const testCore = resolve(import.meta.dirname, 'build/testcore/libtritonserver.so');
 
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     globalSetup: ['test/global-setup.ts'],
+    env: { TRITONSERVER_LIBRARY: process.env.TRITONSERVER_LIBRARY ?? testCore },
     testTimeout: 30_000,
     hookTimeout: 30_000,
     pool: 'forks',
+    execArgv: ['--expose-gc'],
   },
 });

@@ -1,0 +1,47 @@
+export { TritonError, isTritonError, ERROR_CODES, type TritonErrorCode } from './errors.js';
+export {
+  Server,
+  type ServerMetadata,
+  type ModelIndexEntry,
+  type LoadModelOptions,
+  type UnloadModelOptions,
+} from './server.js';
+export {
+  Model,
+  type ModelVersion,
+  type ModelMetadata,
+  type TensorMetadata,
+  type ModelStatistics,
+  type ModelBatchProperties,
+  type ModelTransactionProperties,
+} from './model.js';
+export type { InferenceRequest, InferenceResponse, SequenceOptions } from './inference.js';
+export * from './tensor.js';
+export {
+  serverOptionsSchema,
+  serverOptionDefaults,
+  parseServerOptions,
+  type ServerOptions,
+  type ResolvedServerOptions,
+} from './options.js';
+export {
+  modelConfigSchema,
+  validateModelConfig,
+  checkModelConfig,
+  parseModelConfig,
+  parseModelConfigJson,
+  formatModelConfig,
+  type ModelConfig,
+  type ModelConfigInput,
+  type ModelInput,
+  type ModelOutput,
+  type DataTypeName,
+  type InstanceGroup,
+  type DynamicBatching,
+  type SequenceBatching,
+  type EnsembleScheduling,
+  type EnsembleStep,
+  type VersionPolicy,
+} from './model-config.js';
+export { writeModelRepository, type ModelRepositoryEntry } from './model-repository.js';
+export { apiVersion, liveObjects, librarySearchPaths, type LibraryInfo, type LiveObjects } from './native.js';

@@ -1,0 +1,390 @@
+/**
+ * Inference for one server: validation against cached model metadata,
+ * requests handed to the addon, and the single dispatcher that routes every
+ * completion the addon drains (one call per JS tick) to its request.
+ */
+import { TritonError } from './errors.js';
+import type { NativeInput, NativeResponse, NativeServer } from './native.js';
+import {
+  dataTypeEnum,
+  normalizeInput,
+  outputTensor,
+  type DataType,
+  type InputValue,
+  type Tensor,
+} from './tensor.js';
+
+export interface SequenceOptions {
+  /** Correlation id of the sequence (Triton's `correlation_id`). */
+  id: number | bigint | string;
+  /** First request of the sequence. */
+  start?: boolean;
+  /** Last request of the sequence. */
+  end?: boolean;
+}
+
+export interface InferenceRequest {
+  /** Input tensors by name. */
+  inputs: Record<string, InputValue>;
+  /** Output names to return; default all. */
+  outputs?: string[];
+  /** Request id, echoed in the response. */
+  id?: string;
+  /** Triton priority level (1 is highest; 0 = the model's default). */
+  priority?: number;
+  /** Cancel the request if it has not completed after this many ms. */
+  timeoutMs?: number;
+  /** Aborting cancels the request; the promise rejects with CANCELLED. */
+  signal?: AbortSignal;
+  /** Request parameters for the model or backend. */
+  parameters?: Record<string, string | number | boolean>;
+  /** For stateful (sequence batching) models. */
+  sequence?: SequenceOptions;
+  /** Model version; default: the one the `Model` was made for. */
+  modelVersion?: number;
+}
+
+export interface InferenceResponse {
+  model: { name: string; version: number };
+  id: string;
+  outputs: Record<string, Tensor>;
+  parameters: Record<string, string | number | boolean>;
+  /** Triton's FINAL flag: the last response of the request. */
+  final: boolean;
+}
+
+interface TensorInfo {
+  datatype: DataType;
+  datatypeEnum: number;
+  shape: number[];
+}
+
+interface ModelInfo {
+  inputs: Map<string, TensorInfo>;
+  outputs: Set<string>;
+  required: string[];
+  maxBatchSize: number;
+}
+
+interface MetadataJson {
+  inputs?: Array<{ name: string; datatype: DataType; shape: number[] }>;
+  outputs?: Array<{ name: string; datatype: DataType; shape: number[] }>;
+}
+
+interface ConfigJson {
+  max_batch_size?: number | string;
+  input?: Array<{ name: string; optional?: boolean }>;
+}
+
+const SEQUENCE_START = 1;
+const SEQUENCE_END = 2;
+
+type Handler = (response: NativeResponse) => void;
+
+function cancelled(message: string, cause?: unknown): TritonError {
+  return new TritonError('CANCELLED', message, cause === undefined ? undefined : { cause });
+}
+
+function invalid(message: string): TritonError {
+  return new TritonError('INVALID_ARG', message);
+}
+
+/** A completion that carries a response (not just the FINAL flag). */
+function hasResponse(response: NativeResponse): boolean {
+  return response[2] !== undefined || response[3] !== undefined;
+}
+
+function toResponse(response: NativeResponse): InferenceResponse {
+  const outputs: Record<string, Tensor> = {};
+  for (const [name, datatype, shape, data] of response[6] ?? []) {
+    outputs[name] = outputTensor(name, datatype, shape, data);
+  }
+  return {
+    model: { name: response[3] ?? '', version: response[4] ?? -1 },
+    id: response[5] ?? '',
+    outputs,
+    parameters: response[7] ?? {},
+    final: response[1],
+  };
+}
+
+function formatShape(shape: readonly number[]): string {
+  return `[${shape.join(', ')}]`;
+}
+
+export class Inference {
+  #native: NativeServer | undefined;
+  readonly #pending = new Map<number, Handler>();
+  readonly #infoLoading = new Map<string, Promise<ModelInfo>>();
+  readonly #info = new Map<string, ModelInfo>();
+
+  /** @internal */
+  attach(nativeServer: NativeServer): void {
+    this.#native = nativeServer;
+  }
+
+  /** Receives every completion the addon drained in one tick. */
+  readonly onResponses = (responses: NativeResponse[]): void => {
+    for (const response of responses) {
+      const token = response[0];
+      const handler = this.#pending.get(token);
+      if (response[1]) this.#pending.delete(token);
+      handler?.(response);
+    }
+  };
+
+  /** Drops cached metadata (a model was loaded, unloaded or reloaded). */
+  forgetModels(): void {
+    this.#info.clear();
+    this.#infoLoading.clear();
+  }
+
+  async infer(model: string, version: number, request: InferenceRequest): Promise<InferenceResponse> {
+    const nativeServer = this.#server();
+    const key = `${model}\u0000${version}`;
+    const info = this.#info.get(key) ?? (await this.#modelInfo(key, model, version));
+    const inputs = prepareInputs(model, info, request);
+    const signal = request.signal;
+    if (signal?.aborted) throw cancelled('the request was aborted before it started', signal.reason);
+
+    return new Promise<InferenceResponse>((resolve, reject) => {
+      const token = nativeServer.infer(model, version, inputs, request.outputs ?? null, nativeOptions(request));
+      let response: NativeResponse | undefined;
+      let extraResponses = 0;
+      let settled = false;
+      let timer: NodeJS.Timeout | undefined;
+      const settle = (): boolean => {
+        if (settled) return false;
+        settled = true;
+        if (timer !== undefined) clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        return true;
+      };
+      const onAbort = (): void => {
+        if (!settle()) return;
+        this.#cancel(token);
+        reject(cancelled('the request was aborted', signal?.reason));
+      };
+      this.#pending.set(token, (completion) => {
+        if (settled) return;
+        const error = completion[2];
+        if (error !== undefined) {
+          if (settle()) reject(error);
+          return;
+        }
+        if (hasResponse(completion)) {
+          if (response === undefined) response = completion;
+          else extraResponses++;
+        }
+        if (!completion[1] || !settle()) return;
+        if (response === undefined) {
+          reject(new TritonError('INTERNAL', `model '${model}' completed the request without a response`));
+        } else if (extraResponses > 0) {
+          reject(
+            new TritonError(
+              'UNSUPPORTED',
+              `model '${model}' sent ${extraResponses + 1} responses to one request; use model.stream() for decoupled models`,
+            ),
+          );
+        } else {
+          resolve(toResponse(response));
+        }
+      });
+      signal?.addEventListener('abort', onAbort, { once: true });
+      if (request.timeoutMs !== undefined) {
+        timer = setTimeout(() => {
+          if (!settle()) return;
+          this.#cancel(token);
+          reject(cancelled(`the request timed out after ${request.timeoutMs} ms`));
+        }, request.timeoutMs);
+      }
+    });
+  }
+
+  async *stream(model: string, version: number, request: InferenceRequest): AsyncGenerator<InferenceResponse> {
+    const nativeServer = this.#server();
+    const key = `${model}\u0000${version}`;
+    const info = this.#info.get(key) ?? (await this.#modelInfo(key, model, version));
+    const inputs = prepareInputs(model, info, request);
+    const signal = request.signal;
+    if (signal?.aborted) throw cancelled('the request was aborted before it started', signal.reason);
+
+    const token = nativeServer.infer(model, version, inputs, request.outputs ?? null, nativeOptions(request));
+    const queue: NativeResponse[] = [];
+    let wake: (() => void) | undefined;
+    let failure: TritonError | undefined;
+    let finished = false;
+    const notify = (): void => {
+      const resume = wake;
+      wake = undefined;
+      resume?.();
+    };
+    this.#pending.set(token, (completion) => {
+      queue.push(completion);
+      notify();
+    });
+    const onAbort = (): void => {
+      failure ??= cancelled('the request was aborted', signal?.reason);
+      notify();
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+    const timer =
+      request.timeoutMs === undefined
+        ? undefined
+        : setTimeout(() => {
+            failure ??= cancelled(`the request timed out after ${request.timeoutMs} ms`);
+            notify();
+          }, request.timeoutMs);
+    try {
+      for (;;) {
+        if (failure !== undefined) throw failure;
+        const completion = queue.shift();
+        if (completion === undefined) {
+          await new Promise<void>((resolve) => {
+            wake = resolve;
+          });
+          continue;
+        }
+        if (completion[2] !== undefined) {
+          finished = completion[1];
+          throw completion[2];
+        }
+        if (hasResponse(completion)) yield toResponse(completion);
+        if (completion[1]) {
+          finished = true;
+          return;
+        }
+      }
+    } finally {
+      if (timer !== undefined) clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      if (!finished) {
+        // Left early (break, error, abort): stop the work in Triton; the
+        // remaining completions still arrive and free their resources.
+        this.#pending.set(token, () => {});
+        this.#cancel(token);
+      }
+    }
+  }
+
+  #server(): NativeServer {
+    if (this.#native === undefined) throw new TritonError('UNAVAILABLE', 'the server is not started');
+    return this.#native;
+  }
+
+  #cancel(token: number): void {
+    try {
+      this.#native?.cancel(token);
+    } catch {
+      // An old library without cancellation: the request runs to its end
+      // and its completion is dropped; the caller was already told.
+    }
+  }
+
+  #modelInfo(key: string, model: string, version: number): Promise<ModelInfo> {
+    let loading = this.#infoLoading.get(key);
+    if (loading === undefined) {
+      const nativeServer = this.#server();
+      loading = Promise.all([nativeServer.modelMetadata(model, version), nativeServer.modelConfig(model, version)]).then(
+        ([metadataText, configText]) => {
+          const info = buildModelInfo(JSON.parse(metadataText) as MetadataJson, JSON.parse(configText) as ConfigJson);
+          if (this.#infoLoading.get(key) === loading) this.#info.set(key, info);
+          return info;
+        },
+      );
+      this.#infoLoading.set(key, loading);
+      // A failed lookup (unknown model, stopped server) is not cached.
+      loading.catch(() => {
+        if (this.#infoLoading.get(key) === loading) this.#infoLoading.delete(key);
+      });
+    }
+    return loading;
+  }
+}
+
+function buildModelInfo(metadata: MetadataJson, config: ConfigJson): ModelInfo {
+  const optional = new Set((config.input ?? []).filter((input) => input.optional === true).map((input) => input.name));
+  const inputs = new Map<string, TensorInfo>();
+  for (const input of metadata.inputs ?? []) {
+    inputs.set(input.name, {
+      datatype: input.datatype,
+      datatypeEnum: dataTypeEnum(input.datatype),
+      shape: input.shape.map(Number),
+    });
+  }
+  return {
+    inputs,
+    outputs: new Set((metadata.outputs ?? []).map((output) => output.name)),
+    required: [...inputs.keys()].filter((name) => !optional.has(name)),
+    maxBatchSize: Number(config.max_batch_size ?? 0),
+  };
+}
+
+function prepareInputs(model: string, info: ModelInfo, request: InferenceRequest): NativeInput[] {
+  if (request === null || typeof request !== 'object' || request.inputs === null || typeof request.inputs !== 'object') {
+    throw invalid(`a request to model '${model}' needs an 'inputs' object`);
+  }
+  const prepared: NativeInput[] = [];
+  for (const name of Object.keys(request.inputs)) {
+    const expected = info.inputs.get(name);
+    if (expected === undefined) {
+      throw invalid(`model '${model}' has no input '${name}' (its inputs: ${[...info.inputs.keys()].join(', ')})`);
+    }
+    const input = normalizeInput(name, request.inputs[name] as InputValue, expected.datatype);
+    if (input.datatype !== expected.datatypeEnum) {
+      throw invalid(`input '${name}' of model '${model}' must be ${expected.datatype} data`);
+    }
+    checkShape(model, name, input.shape, expected.shape, info.maxBatchSize);
+    prepared.push(input);
+  }
+  for (const name of info.required) {
+    if (!(name in request.inputs)) throw invalid(`model '${model}' needs input '${name}'`);
+  }
+  for (const name of request.outputs ?? []) {
+    if (!info.outputs.has(name)) {
+      throw invalid(`model '${model}' has no output '${name}' (its outputs: ${[...info.outputs].join(', ')})`);
+    }
+  }
+  return prepared;
+}
+
+function checkShape(model: string, name: string, shape: number[], dims: number[], maxBatchSize: number): void {
+  const fits = shape.length === dims.length && dims.every((dim, i) => dim === -1 || dim === shape[i]);
+  if (!fits) {
+    throw invalid(`input '${name}' of model '${model}' has shape ${formatShape(shape)}; the model expects ${formatShape(dims)}`);
+  }
+  const batch = shape[0] ?? 0;
+  if (maxBatchSize > 0 && batch > maxBatchSize) {
+    throw invalid(`input '${name}' of model '${model}' has batch size ${batch}, above the model's max_batch_size ${maxBatchSize}`);
+  }
+}
+
+function nativeOptions(request: InferenceRequest): Parameters<NativeServer['infer']>[4] {
+  const options: Parameters<NativeServer['infer']>[4] = {};
+  if (request.id !== undefined) options.id = String(request.id);
+  if (request.priority !== undefined) {
+    if (!Number.isInteger(request.priority) || request.priority < 0) throw invalid('priority must be a non-negative integer');
+    options.priority = request.priority;
+  }
+  if (request.timeoutMs !== undefined) {
+    if (!(request.timeoutMs > 0) || !Number.isFinite(request.timeoutMs)) throw invalid('timeoutMs must be a positive number');
+    options.timeoutUs = Math.round(request.timeoutMs * 1000);
+  }
+  if (request.sequence !== undefined) {
+    const { id, start, end } = request.sequence;
+    if (typeof id !== 'string' && typeof id !== 'bigint' && !(Number.isSafeInteger(id) && id >= 0)) {
+      throw invalid('sequence.id must be a non-negative integer, bigint or string');
+    }
+    options.correlationId = id;
+    options.flags = (start ? SEQUENCE_START : 0) | (end ? SEQUENCE_END : 0);
+  }
+  if (request.parameters !== undefined) {
+    options.parameters = Object.entries(request.parameters);
+    for (const [key, value] of options.parameters) {
+      if (!['string', 'number', 'boolean'].includes(typeof value)) {
+        throw invalid(`parameter '${key}' must be a string, number or boolean`);
+      }
+    }
+  }
+  return options;
+}

@@ -1,0 +1,116 @@
+/** `Model`: a handle on one model (and version) of a server. */
+import { TritonError } from './errors.js';
+import type { Inference, InferenceRequest, InferenceResponse } from './inference.js';
+import { parseModelConfigJson, type ModelConfig } from './model-config.js';
+import type { NativeServer } from './native.js';
+import type { DataType } from './tensor.js';
+
+/** A model version number; -1 lets Triton choose (the version policy's latest). */
+export type ModelVersion = number;
+
+export interface TensorMetadata {
+  name: string;
+  datatype: DataType;
+  /** Includes the batch dimension (-1) when the model batches. */
+  shape: number[];
+}
+
+/** `TRITONSERVER_ServerModelMetadata`. */
+export interface ModelMetadata {
+  name: string;
+  versions: string[];
+  platform: string;
+  inputs: TensorMetadata[];
+  outputs: TensorMetadata[];
+}
+
+export interface ModelBatchProperties {
+  /** `first-dim`: the first dimension of every input/output is the batch. */
+  batching: 'first-dim' | 'unknown';
+}
+
+export interface ModelTransactionProperties {
+  /** One response per request. */
+  oneToOne: boolean;
+  /** Any number of responses per request (use `Model.stream`). */
+  decoupled: boolean;
+}
+
+/** A model's statistics as `TRITONSERVER_ServerModelStatistics` reports them. */
+export interface ModelStatistics {
+  name: string;
+  version: string;
+  last_inference: number;
+  inference_count: number;
+  execution_count: number;
+  inference_stats: Record<string, { count: number; ns: number }>;
+  [field: string]: unknown;
+}
+
+const BATCH_FIRST_DIM = 2;
+const TXN_ONE_TO_ONE = 1;
+const TXN_DECOUPLED = 2;
+
+export class Model {
+  readonly name: string;
+  readonly version: ModelVersion;
+  readonly #native: NativeServer;
+  readonly #inference: Inference;
+
+  /** @internal Use `server.model(name)` or `server.loadModel(name)`. */
+  constructor(nativeServer: NativeServer, inference: Inference, name: string, version: ModelVersion) {
+    if (typeof name !== 'string' || name.length === 0) {
+      throw new TritonError('INVALID_ARG', 'a model name must be a non-empty string');
+    }
+    if (!Number.isInteger(version) || version < -1) {
+      throw new TritonError('INVALID_ARG', `model version must be -1 or a non-negative integer, got ${version}`);
+    }
+    this.#native = nativeServer;
+    this.#inference = inference;
+    this.name = name;
+    this.version = version;
+  }
+
+  ready(): Promise<boolean> {
+    return this.#native.modelIsReady(this.name, this.version);
+  }
+
+  async metadata(): Promise<ModelMetadata> {
+    const text = await this.#native.modelMetadata(this.name, this.version);
+    return JSON.parse(text) as ModelMetadata;
+  }
+
+  /** The configuration Triton uses, all defaults filled in. */
+  async config(): Promise<ModelConfig> {
+    const text = await this.#native.modelConfig(this.name, this.version);
+    return parseModelConfigJson(JSON.parse(text));
+  }
+
+  async statistics(): Promise<ModelStatistics[]> {
+    const text = await this.#native.modelStatistics(this.name, this.version);
+    return (JSON.parse(text) as { model_stats: ModelStatistics[] }).model_stats;
+  }
+
+  async batchProperties(): Promise<ModelBatchProperties> {
+    const flags = await this.#native.modelBatchProperties(this.name, this.version);
+    return { batching: flags & BATCH_FIRST_DIM ? 'first-dim' : 'unknown' };
+  }
+
+  async transactionProperties(): Promise<ModelTransactionProperties> {
+    const flags = await this.#native.modelTransactionProperties(this.name, this.version);
+    return { oneToOne: (flags & TXN_ONE_TO_ONE) !== 0, decoupled: (flags & TXN_DECOUPLED) !== 0 };
+  }
+
+  /** Runs one inference; resolves with the model's single response. */
+  infer(request: InferenceRequest): Promise<InferenceResponse> {
+    return this.#inference.infer(this.name, request.modelVersion ?? this.version, request);
+  }
+
+  /**
+   * Runs one inference and yields every response (decoupled models send any
+   * number; others exactly one). Leaving the loop early cancels the request.
+   */
+  stream(request: InferenceRequest): AsyncIterable<InferenceResponse> {
+    return this.#inference.stream(this.name, request.modelVersion ?? this.version, request);
+  }
+}

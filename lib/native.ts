@@ -1,0 +1,158 @@
+/**
+ * The single place that loads the addon, and the types of everything it
+ * exports: the rest of lib/ never sees an untyped native value.
+ */
+import { createRequire } from 'node:module';
+import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { TritonError } from './errors.js';
+
+/** An input as the addon takes it: data is passed to Triton without a copy. */
+export interface NativeInput {
+  name: string;
+  /** TRITONSERVER_DataType value. */
+  datatype: number;
+  shape: number[];
+  data: ArrayBufferView;
+}
+
+export interface NativeInferOptions {
+  id?: string;
+  priority?: number;
+  timeoutUs?: number;
+  /** TRITONSERVER_RequestFlag bits (sequence start = 1, end = 2). */
+  flags?: number;
+  correlationId?: number | bigint | string;
+  parameters?: Array<[string, string | number | bigint | boolean]>;
+}
+
+/** An output as the addon delivers it: [name, datatype, shape, bytes]. */
+export type NativeOutput = [name: string, datatype: number, shape: number[], data: ArrayBuffer];
+
+/**
+ * One completion: [token, final, error, model, version, id, outputs,
+ * parameters]. A FINAL flag without a response has only the first two.
+ */
+export type NativeResponse = [
+  token: number,
+  final: boolean,
+  error?: TritonError,
+  model?: string,
+  version?: number,
+  id?: string,
+  outputs?: NativeOutput[],
+  parameters?: Record<string, string | number | boolean>,
+];
+
+export interface LibraryInfo {
+  path: string;
+  major: number;
+  minor: number;
+}
+
+export interface LiveObjects {
+  /** Request contexts not yet freed (in flight or awaiting release). */
+  requests: number;
+  /** Triton responses not yet deleted. */
+  responses: number;
+  /** Output buffers not yet freed (JS-held outputs count until collected). */
+  outputBuffers: number;
+  /** Requests still holding their JS input memory for Triton. */
+  inputReferences: number;
+}
+
+export interface NativeServer {
+  library(): LibraryInfo;
+  isLive(): Promise<boolean>;
+  isReady(): Promise<boolean>;
+  metadata(): Promise<string>;
+  modelIndex(readyOnly: boolean): Promise<string>;
+  modelIsReady(name: string, version: number): Promise<boolean>;
+  modelMetadata(name: string, version: number): Promise<string>;
+  modelConfig(name: string, version: number): Promise<string>;
+  modelStatistics(name: string, version: number): Promise<string>;
+  modelBatchProperties(name: string, version: number): Promise<number>;
+  modelTransactionProperties(name: string, version: number): Promise<number>;
+  loadModel(name: string, parameters?: Array<[string, string | Uint8Array]>): Promise<void>;
+  unloadModel(name: string, unloadDependents: boolean): Promise<void>;
+  pollModelRepository(): Promise<void>;
+  registerModelRepository(path: string, mapping: Array<[string, string]>): Promise<void>;
+  unregisterModelRepository(path: string): Promise<void>;
+  metrics(): Promise<string>;
+  stop(): Promise<void>;
+  /** Starts a request; throws synchronously when Triton refuses it. */
+  infer(
+    model: string,
+    version: number,
+    inputs: NativeInput[],
+    outputs: string[] | null,
+    options: NativeInferOptions,
+  ): number;
+  cancel(token: number): void;
+  inFlight(): number;
+}
+
+export type OptionCallArgs = ReadonlyArray<string | number | boolean>;
+
+export interface NativeAddon {
+  setErrorClass(errorClass: typeof TritonError): void;
+  apiVersion(candidates: string[]): Promise<LibraryInfo>;
+  startServer(
+    candidates: string[],
+    optionCalls: ReadonlyArray<readonly [string, ...OptionCallArgs]>,
+    onResponses: (responses: NativeResponse[]) => void,
+    copyOutputs: boolean,
+  ): Promise<NativeServer>;
+  liveObjects(): LiveObjects;
+}
+
+function packageRoot(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(join(dir, 'package.json'))) {
+    const parent = dirname(dir);
+    if (parent === dir) throw new Error('tritonserver-node: package.json not found');
+    dir = parent;
+  }
+  return dir;
+}
+
+function loadAddon(): NativeAddon {
+  const require = createRequire(import.meta.url);
+  const load = require('node-gyp-build') as (dir: string) => NativeAddon;
+  const addon = load(packageRoot());
+  addon.setErrorClass(TritonError);
+  return addon;
+}
+
+export const native: NativeAddon = loadAddon();
+
+/**
+ * Where libtritonserver.so is looked for, in order: `TRITONSERVER_LIBRARY`,
+ * `$TRITON_HOME/lib`, NVIDIA's container path, then the dynamic loader's
+ * own search path. An explicit `libraryPath` option is the only candidate:
+ * asking for one library and silently getting another would be worse than
+ * an error.
+ */
+export function librarySearchPaths(
+  libraryPath: string | undefined,
+  env: NodeJS.ProcessEnv = process.env,
+): string[] {
+  if (libraryPath) return [libraryPath];
+  const paths: string[] = [];
+  if (env.TRITONSERVER_LIBRARY) paths.push(env.TRITONSERVER_LIBRARY);
+  if (env.TRITON_HOME) paths.push(join(env.TRITON_HOME, 'lib', 'libtritonserver.so'));
+  paths.push('/opt/tritonserver/lib/libtritonserver.so', 'libtritonserver.so');
+  return [...new Set(paths)];
+}
+
+/** Counts of live native objects, for tests and leak hunting. */
+export function liveObjects(): LiveObjects {
+  return native.liveObjects();
+}
+
+/** The C API version of the library that `libraryPath` (or the search) finds. */
+export async function apiVersion(options: { libraryPath?: string } = {}): Promise<{ major: number; minor: number }> {
+  const { major, minor } = await native.apiVersion(librarySearchPaths(options.libraryPath));
+  return { major, minor };
+}

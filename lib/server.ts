@@ -1,0 +1,222 @@
+/**
+ * `Server`: one in-process Triton server. Every call that can block inside
+ * Triton runs on libuv's thread pool, so the event loop stays free while
+ * models load and unload.
+ */
+import { TritonError } from './errors.js';
+import { Inference, type InferenceRequest, type InferenceResponse } from './inference.js';
+import { Model, type ModelVersion } from './model.js';
+import { validateModelConfig, type ModelConfigInput } from './model-config.js';
+import {
+  librarySearchPaths,
+  native,
+  type LibraryInfo,
+  type NativeServer,
+} from './native.js';
+import { parseServerOptions, serverOptionCalls, type ServerOptions } from './options.js';
+
+/** `TRITONSERVER_ServerMetadata`. */
+export interface ServerMetadata {
+  name: string;
+  version: string;
+  extensions: string[];
+}
+
+/** One model of the repository, as `TRITONSERVER_ServerModelIndex` lists it. */
+export interface ModelIndexEntry {
+  name: string;
+  /** Absent for a model that was never loaded. */
+  version?: string;
+  /** e.g. `READY`, `UNAVAILABLE`, `LOADING`, `UNLOADING`. */
+  state?: string;
+  reason?: string;
+}
+
+export interface LoadModelOptions {
+  /**
+   * A model configuration to use instead of the repository's config.pbtxt,
+   * sent as Triton's `config` load parameter (validated first).
+   */
+  config?: ModelConfigInput;
+  /**
+   * Model files by path relative to the model directory (e.g. `1/model.py`),
+   * sent as `file:` load parameters so a model loads from memory. Needs
+   * `config`.
+   */
+  files?: Record<string, Uint8Array | string>;
+}
+
+export interface UnloadModelOptions {
+  /** Also unload models that depend on it (ensembles). Default false. */
+  unloadDependents?: boolean;
+  /** Resolve only once the model has finished unloading. Default true. */
+  wait?: boolean;
+}
+
+const UNLOAD_POLL_MS = 5;
+
+export class Server implements AsyncDisposable {
+  readonly #native: NativeServer;
+  readonly #inference: Inference;
+  #stopping: Promise<void> | undefined;
+
+  private constructor(nativeServer: NativeServer, inference: Inference) {
+    this.#native = nativeServer;
+    this.#inference = inference;
+  }
+
+  /**
+   * Starts a server. Options are validated before anything native runs;
+   * the library is found as described in the README (libraryPath,
+   * TRITONSERVER_LIBRARY, TRITON_HOME, /opt/tritonserver, loader path).
+   */
+  static async start(options: ServerOptions): Promise<Server> {
+    const resolved = parseServerOptions(options);
+    const inference = new Inference();
+    const nativeServer = await native.startServer(
+      librarySearchPaths(resolved.libraryPath),
+      serverOptionCalls(resolved),
+      inference.onResponses,
+      resolved.outputCopy ?? false,
+    );
+    const server = new Server(nativeServer, inference);
+    inference.attach(nativeServer);
+    return server;
+  }
+
+  /** The libtritonserver.so in use and its C API version. */
+  get library(): LibraryInfo {
+    return this.#native.library();
+  }
+
+  /** Whether stop() has been called. */
+  get stopped(): boolean {
+    return this.#stopping !== undefined;
+  }
+
+  live(): Promise<boolean> {
+    return this.#call((s) => s.isLive());
+  }
+
+  ready(): Promise<boolean> {
+    return this.#call((s) => s.isReady());
+  }
+
+  async metadata(): Promise<ServerMetadata> {
+    return JSON.parse(await this.#call((s) => s.metadata())) as ServerMetadata;
+  }
+
+  async modelIndex(options: { readyOnly?: boolean } = {}): Promise<ModelIndexEntry[]> {
+    const text = await this.#call((s) => s.modelIndex(options.readyOnly ?? false));
+    return JSON.parse(text) as ModelIndexEntry[];
+  }
+
+  /** A handle on a model; `version` -1 (default) means Triton's choice. */
+  model(name: string, version: ModelVersion = -1): Model {
+    return new Model(this.#native, this.#inference, name, version);
+  }
+
+  /**
+   * Loads (or reloads) a model (explicit model control mode). With `config`
+   * and `files` the model is loaded from memory.
+   */
+  async loadModel(name: string, options: LoadModelOptions = {}): Promise<Model> {
+    const parameters: Array<[string, string | Uint8Array]> = [];
+    if (options.config !== undefined) {
+      const config = validateModelConfig({ ...options.config, name: options.config.name ?? name });
+      if (config.name !== name) {
+        throw new TritonError(
+          'INVALID_ARG',
+          `config.name '${config.name}' does not match the model name '${name}'`,
+        );
+      }
+      parameters.push(['config', JSON.stringify(config)]);
+    }
+    if (options.files !== undefined) {
+      if (options.config === undefined) {
+        throw new TritonError('INVALID_ARG', `loading model '${name}' from files needs a config too`);
+      }
+      for (const [path, content] of Object.entries(options.files)) {
+        if (path.startsWith('/') || path.split('/').includes('..')) {
+          throw new TritonError('INVALID_ARG', `model file path '${path}' must be relative to the model directory`);
+        }
+        const bytes = typeof content === 'string' ? new TextEncoder().encode(content) : content;
+        parameters.push([`file:${path}`, bytes]);
+      }
+    }
+    this.#inference.forgetModels();
+    try {
+      await this.#call((s) => s.loadModel(name, parameters));
+    } finally {
+      this.#inference.forgetModels();
+    }
+    return this.model(name);
+  }
+
+  /** Unloads a model; by default waits until Triton has finished. */
+  async unloadModel(name: string, options: UnloadModelOptions = {}): Promise<void> {
+    const index = await this.modelIndex();
+    if (!index.some((entry) => entry.name === name)) {
+      throw new TritonError('NOT_FOUND', `model '${name}' is not in the model repository`);
+    }
+    this.#inference.forgetModels();
+    await this.#call((s) => s.unloadModel(name, options.unloadDependents ?? false));
+    if (options.wait === false) return;
+    // Triton unloads asynchronously: wait until no version is left busy.
+    for (;;) {
+      const entries = (await this.modelIndex()).filter((entry) => entry.name === name);
+      if (!entries.some((entry) => entry.state === 'READY' || entry.state === 'UNLOADING')) return;
+      await new Promise((resolve) => setTimeout(resolve, UNLOAD_POLL_MS));
+    }
+  }
+
+  /** Re-reads the repositories (poll model control mode). */
+  async pollModelRepository(): Promise<void> {
+    this.#inference.forgetModels();
+    await this.#call((s) => s.pollModelRepository());
+  }
+
+  /**
+   * Adds a repository (explicit mode). `nameMapping` maps a model directory
+   * name in it to the model name to serve it under.
+   */
+  async registerModelRepository(path: string, nameMapping: Record<string, string> = {}): Promise<void> {
+    await this.#call((s) => s.registerModelRepository(path, Object.entries(nameMapping)));
+  }
+
+  async unregisterModelRepository(path: string): Promise<void> {
+    this.#inference.forgetModels();
+    await this.#call((s) => s.unregisterModelRepository(path));
+  }
+
+  /** Triton's metrics in Prometheus text format. */
+  metrics(): Promise<string> {
+    return this.#call((s) => s.metrics());
+  }
+
+  /** Runs one inference on the named model; see `Model.infer`. */
+  infer(modelName: string, request: InferenceRequest): Promise<InferenceResponse> {
+    return this.model(modelName, request.modelVersion ?? -1).infer(request);
+  }
+
+  /**
+   * Stops the server: requests in flight may finish (up to
+   * `exitTimeoutSeconds`), models unload, the server is deleted. Idempotent;
+   * every later call rejects with UNAVAILABLE.
+   */
+  stop(): Promise<void> {
+    this.#stopping ??= this.#native.stop();
+    return this.#stopping;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.stop();
+  }
+
+  async #call<T>(fn: (s: NativeServer) => Promise<T>): Promise<T> {
+    if (this.#stopping !== undefined) {
+      throw new TritonError('UNAVAILABLE', 'the server has been stopped');
+    }
+    return fn(this.#native);
+  }
+}

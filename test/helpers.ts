@@ -1,0 +1,31 @@
+import { cp, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { Server, type ServerOptions } from '../lib/index.js';
+
+export const REPO_ROOT = resolve(import.meta.dirname, '..');
+export const MODELS = resolve(import.meta.dirname, 'models');
+/** The test core built as if it were an older Triton (C API 1.24). */
+export const OLD_API_LIBRARY = resolve(REPO_ROOT, 'build/testcore/api_1_24/libtritonserver.so');
+
+/** Info logs off: tests read errors, not Triton's progress lines. */
+export const QUIET = { log: { info: false } } as const;
+
+export function startServer(options: Partial<ServerOptions> = {}): Promise<Server> {
+  return Server.start({ modelRepository: MODELS, modelControlMode: 'explicit', ...QUIET, ...options });
+}
+
+/** A temporary model repository holding copies of some test models. */
+export async function copyRepository(models: string[]): Promise<{ path: string; remove: () => Promise<void> }> {
+  const path = await mkdtemp(join(tmpdir(), 'tritonserver-node-repo-'));
+  for (const model of models) await cp(join(MODELS, model), join(path, model), { recursive: true });
+  return { path, remove: () => rm(path, { recursive: true, force: true }) };
+}
+
+/** Runs a full garbage collection (vitest starts workers with --expose-gc). */
+export async function collectGarbage(): Promise<void> {
+  for (let i = 0; i < 3; i++) {
+    globalThis.gc?.();
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}

@@ -1,0 +1,319 @@
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { Server, Tensor, TritonError, liveObjects, type DataType, type InferenceRequest } from '../lib/index.js';
+import { collectGarbage, startServer } from './helpers.js';
+
+let server: Server;
+
+beforeAll(async () => {
+  server = await startServer();
+  await Promise.all(
+    [
+      'identity_fp32', 'identity_bool', 'identity_uint8', 'identity_uint16', 'identity_uint32', 'identity_uint64',
+      'identity_int8', 'identity_int16', 'identity_int32', 'identity_int64', 'identity_fp16', 'identity_fp64',
+      'identity_bf16', 'identity_bytes', 'add_sub', 'repeat_int32', 'slow', 'fail', 'bytes_echo',
+    ].map((name) => server.loadModel(name)),
+  );
+});
+
+afterAll(async () => {
+  await server?.stop();
+});
+
+async function rejection(promise: Promise<unknown>): Promise<TritonError> {
+  try {
+    await promise;
+  } catch (error) {
+    expect(error).toBeInstanceOf(TritonError);
+    return error as TritonError;
+  }
+  throw new Error('expected a rejection');
+}
+
+function bits16(data: ArrayBufferView): number[] {
+  return Array.from(new Uint16Array(data.buffer, data.byteOffset, data.byteLength / 2));
+}
+
+async function expectNothingLive(): Promise<void> {
+  await vi.waitFor(async () => {
+    await collectGarbage();
+    expect(liveObjects()).toEqual({ requests: 0, responses: 0, outputBuffers: 0, inputReferences: 0 });
+  });
+}
+
+describe('data types through identity models', () => {
+  const cases: Array<[string, DataType, ArrayBufferView | boolean[], (out: Tensor) => unknown, unknown]> = [
+    ['identity_bool', 'BOOL', [true, false, true], (t) => Array.from(t.data as Uint8Array), [1, 0, 1]],
+    ['identity_uint8', 'UINT8', new Uint8Array([0, 7, 255]), (t) => Array.from(t.data as Uint8Array), [0, 7, 255]],
+    ['identity_uint16', 'UINT16', new Uint16Array([0, 1, 65535]), (t) => Array.from(t.data as Uint16Array), [0, 1, 65535]],
+    ['identity_uint32', 'UINT32', new Uint32Array([0, 1, 4294967295]), (t) => Array.from(t.data as Uint32Array), [0, 1, 4294967295]],
+    ['identity_uint64', 'UINT64', new BigUint64Array([0n, 1n, 2n ** 64n - 1n]), (t) => Array.from(t.data as BigUint64Array), [0n, 1n, 2n ** 64n - 1n]],
+    ['identity_int8', 'INT8', new Int8Array([-128, 0, 127]), (t) => Array.from(t.data as Int8Array), [-128, 0, 127]],
+    ['identity_int16', 'INT16', new Int16Array([-32768, 0, 32767]), (t) => Array.from(t.data as Int16Array), [-32768, 0, 32767]],
+    ['identity_int32', 'INT32', new Int32Array([-2147483648, 0, 2147483647]), (t) => Array.from(t.data as Int32Array), [-2147483648, 0, 2147483647]],
+    ['identity_int64', 'INT64', new BigInt64Array([-(2n ** 63n), 0n, 2n ** 63n - 1n]), (t) => Array.from(t.data as BigInt64Array), [-(2n ** 63n), 0n, 2n ** 63n - 1n]],
+    // FP16 bits: 1.0, 65504 (max), -0, +Inf, smallest subnormal
+    ['identity_fp16', 'FP16', new Uint16Array([0x3c00, 0x7bff, 0x8000, 0x7c00, 0x0001]), (t) => bits16(t.data as ArrayBufferView), [0x3c00, 0x7bff, 0x8000, 0x7c00, 0x0001]],
+    // BF16 bits: 1.0, -Inf, quiet NaN
+    ['identity_bf16', 'BF16', new Uint16Array([0x3f80, 0xff80, 0x7fc0]), (t) => bits16(t.data as ArrayBufferView), [0x3f80, 0xff80, 0x7fc0]],
+    ['identity_fp32', 'FP32', new Float32Array([1.5, -0, Infinity, NaN]), (t) => Array.from(t.data as Float32Array), [1.5, -0, Infinity, NaN]],
+    ['identity_fp64', 'FP64', new Float64Array([Math.PI, Number.MAX_VALUE, -Number.MIN_VALUE]), (t) => Array.from(t.data as Float64Array), [Math.PI, Number.MAX_VALUE, -Number.MIN_VALUE]],
+  ];
+
+  for (const [model, datatype, data, read, expected] of cases) {
+    it(`${datatype} round-trips with exact values`, async () => {
+      const length = Array.isArray(data) ? data.length : (data as unknown as { length: number }).length;
+      const response = await server.model(model).infer({
+        inputs: { INPUT0: { datatype, shape: [1, length], data: data as Uint8Array } },
+      });
+      const output = response.outputs.OUTPUT0!;
+      expect(output.name).toBe('OUTPUT0');
+      expect(output.datatype).toBe(datatype);
+      expect(output.shape).toEqual([1, length]);
+      expect(read(output)).toEqual(expected);
+      expect(response.model).toEqual({ name: model, version: 1 });
+      expect(response.final).toBe(true);
+    });
+  }
+
+  it('BYTES round-trips empty strings, multi-byte UTF-8 and binary bytes', async () => {
+    const binary = new Uint8Array([0, 255, 0, 1, 128]);
+    const response = await server.model('identity_bytes').infer({
+      inputs: { INPUT0: { shape: [1, 4], data: ['', 'héllo wörld ✓ 日本 🎉', binary, 'x'] } },
+    });
+    const output = response.outputs.OUTPUT0!;
+    expect(output.datatype).toBe('BYTES');
+    expect(output.shape).toEqual([1, 4]);
+    const elements = output.data as Uint8Array[];
+    expect(elements.map((e) => e.length)).toEqual([0, Buffer.byteLength('héllo wörld ✓ 日本 🎉'), 5, 1]);
+    expect(Array.from(elements[2]!)).toEqual([0, 255, 0, 1, 128]);
+    expect(output.strings()).toEqual(['', 'héllo wörld ✓ 日本 🎉', new TextDecoder().decode(binary), 'x']);
+  });
+
+  it('bytes_echo takes a plain string array', async () => {
+    const response = await server.model('bytes_echo').infer({ inputs: { INPUT0: ['a', 'bc', ''] } });
+    expect(response.outputs.OUTPUT0!.strings()).toEqual(['a', 'bc', '']);
+  });
+});
+
+describe('inference', () => {
+  it('computes add_sub', async () => {
+    const response = await server.infer('add_sub', {
+      inputs: {
+        INPUT0: { shape: [4], data: new Float32Array([1, 2, 3, 4]) },
+        INPUT1: new Float32Array([10, 20, 30, 40]),
+      },
+      id: 'req-7',
+    });
+    expect(Array.from(response.outputs.OUTPUT0!.data as Float32Array)).toEqual([11, 22, 33, 44]);
+    expect(Array.from(response.outputs.OUTPUT1!.data as Float32Array)).toEqual([-9, -18, -27, -36]);
+    expect(response.id).toBe('req-7');
+  });
+
+  it('returns only the requested outputs', async () => {
+    const response = await server.model('add_sub').infer({
+      inputs: { INPUT0: new Float32Array([1, 1, 1, 1]), INPUT1: new Float32Array([2, 2, 2, 2]) },
+      outputs: ['OUTPUT1'],
+    });
+    expect(Object.keys(response.outputs)).toEqual(['OUTPUT1']);
+    expect(Array.from(response.outputs.OUTPUT1!.data as Float32Array)).toEqual([-1, -1, -1, -1]);
+  });
+
+  it('runs batched requests', async () => {
+    const data = Float32Array.from({ length: 24 }, (_, i) => i);
+    const response = await server.model('identity_fp32').infer({
+      inputs: { INPUT0: Tensor.from(data, { shape: [8, 3] }) },
+    });
+    expect(response.outputs.OUTPUT0!.shape).toEqual([8, 3]);
+    expect(Array.from(response.outputs.OUTPUT0!.data as Float32Array)).toEqual(Array.from(data));
+  });
+
+  it('resolves 2,000 concurrent requests each with its own result', async () => {
+    const model = server.model('identity_fp32');
+    const results = await Promise.all(
+      Array.from({ length: 2000 }, (_, i) =>
+        model.infer({ inputs: { INPUT0: { shape: [1, 2], data: new Float32Array([i, -i]) } }, id: String(i) }),
+      ),
+    );
+    results.forEach((response, i) => {
+      expect(response.id).toBe(String(i));
+      expect(Array.from(response.outputs.OUTPUT0!.data as Float32Array)).toEqual([i, -i]);
+    });
+    await expectNothingLive();
+  });
+
+  it('passes request parameters and sequence options', async () => {
+    const response = await server.model('identity_fp32').infer({
+      inputs: { INPUT0: { shape: [1, 1], data: new Float32Array([3]) } },
+      parameters: { text: 'x', count: 3, ratio: 0.5, flag: true },
+      priority: 0,
+    });
+    expect(Array.from(response.outputs.OUTPUT0!.data as Float32Array)).toEqual([3]);
+  });
+
+  it('arrives as TritonError with the code and message of the model', async () => {
+    const error = await rejection(server.model('fail').infer({ inputs: { INPUT0: new Float32Array([1]) } }));
+    expect(error.code).toBe('INTERNAL');
+    expect(error.message).toContain('fail model always fails');
+  });
+});
+
+describe('streaming', () => {
+  it('yields one response per element of repeat_int32, in order', async () => {
+    const values: number[] = [];
+    for await (const response of server.model('repeat_int32').stream({ inputs: { IN: new Int32Array([5, 6, 7, 8]) } })) {
+      expect(response.outputs.OUT!.shape).toEqual([1]);
+      values.push((response.outputs.OUT!.data as Int32Array)[0]!);
+    }
+    expect(values).toEqual([5, 6, 7, 8]);
+  });
+
+  it('cancels when the loop is left early', async () => {
+    const values: number[] = [];
+    for await (const response of server.model('repeat_int32').stream({
+      inputs: { IN: new Int32Array([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]), DELAY_MS: new Uint32Array([20]) },
+    })) {
+      values.push((response.outputs.OUT!.data as Int32Array)[0]!);
+      if (values.length === 2) break;
+    }
+    expect(values).toEqual([1, 2]);
+    await expectNothingLive();
+  });
+
+  it('yields exactly one response for a non-decoupled model', async () => {
+    const responses = [];
+    for await (const response of server.model('identity_int32').stream({
+      inputs: { INPUT0: { shape: [1, 1], data: new Int32Array([9]) } },
+    })) {
+      responses.push(response);
+    }
+    expect(responses).toHaveLength(1);
+    expect(responses[0]!.final).toBe(true);
+  });
+
+  it('infer() accepts a decoupled model that sends one response and refuses several', async () => {
+    const one = await server.model('repeat_int32').infer({ inputs: { IN: new Int32Array([42]) } });
+    expect(Array.from(one.outputs.OUT!.data as Int32Array)).toEqual([42]);
+    const many = await rejection(server.model('repeat_int32').infer({ inputs: { IN: new Int32Array([1, 2]) } }));
+    expect(many.code).toBe('UNSUPPORTED');
+    expect(many.message).toContain('use model.stream()');
+  });
+});
+
+describe('cancellation and timeouts', () => {
+  const slow = (delayMs: number, extra: Partial<InferenceRequest> = {}): InferenceRequest => ({
+    inputs: { INPUT0: new Float32Array([1, 2]), DELAY_MS: new Uint32Array([delayMs]) },
+    ...extra,
+  });
+
+  it('rejects a request aborted before it starts', async () => {
+    const controller = new AbortController();
+    controller.abort(new Error('not wanted'));
+    const error = await rejection(server.model('slow').infer(slow(10, { signal: controller.signal })));
+    expect(error.code).toBe('CANCELLED');
+    expect((error.cause as Error).message).toBe('not wanted');
+  });
+
+  it('cancels a request in flight', async () => {
+    const controller = new AbortController();
+    const pending = server.model('slow').infer(slow(10_000, { signal: controller.signal }));
+    setTimeout(() => controller.abort('stop now'), 30);
+    const error = await rejection(pending);
+    expect(error.code).toBe('CANCELLED');
+    expect(error.cause).toBe('stop now');
+    await expectNothingLive();
+  });
+
+  it('cancels a stream in flight', async () => {
+    const controller = new AbortController();
+    const seen: number[] = [];
+    const error = await rejection(
+      (async () => {
+        for await (const response of server.model('repeat_int32').stream({
+          inputs: { IN: new Int32Array([1, 2, 3, 4, 5, 6]), DELAY_MS: new Uint32Array([30]) },
+          signal: controller.signal,
+        })) {
+          seen.push((response.outputs.OUT!.data as Int32Array)[0]!);
+          if (seen.length === 1) controller.abort();
+        }
+      })(),
+    );
+    expect(error.code).toBe('CANCELLED');
+    expect(seen).toEqual([1]);
+    await expectNothingLive();
+  });
+
+  it('times out', async () => {
+    const error = await rejection(server.model('slow').infer(slow(10_000, { timeoutMs: 50 })));
+    expect(error.code).toBe('CANCELLED');
+    expect(error.message).toBe('the request timed out after 50 ms');
+    await expectNothingLive();
+  });
+
+  it('a request that finishes in time is not affected by its timeout', async () => {
+    const response = await server.model('slow').infer(slow(1, { timeoutMs: 5_000 }));
+    expect(Array.from(response.outputs.OUTPUT0!.data as Float32Array)).toEqual([1, 2]);
+  });
+});
+
+describe('validation before native code', () => {
+  const cases: Array<[string, string, InferenceRequest, RegExp]> = [
+    ['unknown input', 'add_sub', { inputs: { INPUT0: new Float32Array(4), INPUT1: new Float32Array(4), EXTRA: new Float32Array(4) } }, /model 'add_sub' has no input 'EXTRA'/],
+    ['missing input', 'add_sub', { inputs: { INPUT0: new Float32Array(4) } }, /model 'add_sub' needs input 'INPUT1'/],
+    ['dtype mismatch', 'add_sub', { inputs: { INPUT0: new Float64Array(4), INPUT1: new Float32Array(4) } }, /INPUT0.*FP32/],
+    ['element count vs shape', 'add_sub', { inputs: { INPUT0: { shape: [4], data: new Float32Array(3) }, INPUT1: new Float32Array(4) } }, /INPUT0/],
+    ['shape vs dims', 'add_sub', { inputs: { INPUT0: new Float32Array(5), INPUT1: new Float32Array(4) } }, /input 'INPUT0' of model 'add_sub' has shape \[5\]; the model expects \[4\]/],
+    ['rank vs dims', 'identity_fp32', { inputs: { INPUT0: new Float32Array(3) } }, /has shape \[3\]; the model expects \[-1, -1\]/],
+    ['batch above max_batch_size', 'identity_fp32', { inputs: { INPUT0: { shape: [9, 1], data: new Float32Array(9) } } }, /batch size 9, above the model's max_batch_size 8/],
+    ['BYTES element of the wrong type', 'bytes_echo', { inputs: { INPUT0: ['a', 7 as unknown as string] } }, /INPUT0.*1/],
+    ['unknown output', 'add_sub', { inputs: { INPUT0: new Float32Array(4), INPUT1: new Float32Array(4) }, outputs: ['OUTPUT9'] }, /model 'add_sub' has no output 'OUTPUT9'/],
+    ['no inputs object', 'add_sub', {} as InferenceRequest, /needs an 'inputs' object/],
+    ['bad timeout', 'add_sub', { inputs: { INPUT0: new Float32Array(4), INPUT1: new Float32Array(4) }, timeoutMs: -1 }, /timeoutMs/],
+  ];
+  for (const [what, model, request, message] of cases) {
+    it(`rejects ${what} with INVALID_ARG`, async () => {
+      const error = await rejection(server.model(model).infer(request));
+      expect(error.code).toBe('INVALID_ARG');
+      expect(error.message).toMatch(message);
+    });
+  }
+
+  it('rejects an unknown model with NOT_FOUND', async () => {
+    const error = await rejection(server.model('does_not_exist').infer({ inputs: {} }));
+    expect(error.code).toBe('NOT_FOUND');
+  });
+
+  it('leaves nothing live after all of the above', async () => {
+    await expectNothingLive();
+  });
+});
+
+describe('output memory', () => {
+  it('frees zero-copy outputs when JS drops them', async () => {
+    let response = await server.model('identity_fp32').infer({ inputs: { INPUT0: { shape: [1, 1024], data: new Float32Array(1024).fill(2) } } });
+    expect(liveObjects().outputBuffers).toBe(1);
+    expect((response.outputs.OUTPUT0!.data as Float32Array)[1023]).toBe(2);
+    response = undefined as never;
+    await expectNothingLive();
+  });
+
+  it('copies outputs into JS memory with outputCopy', async () => {
+    const copying = await startServer({ outputCopy: true, startupModels: ['identity_fp32'] });
+    try {
+      const response = await copying.model('identity_fp32').infer({ inputs: { INPUT0: { shape: [1, 3], data: new Float32Array([1, 2, 3]) } } });
+      // The native buffer was freed with the response: nothing held for JS.
+      expect(liveObjects().outputBuffers).toBe(0);
+      expect(Array.from(response.outputs.OUTPUT0!.data as Float32Array)).toEqual([1, 2, 3]);
+    } finally {
+      await copying.stop();
+    }
+  });
+
+  it('rejects inference after stop with UNAVAILABLE', async () => {
+    const other = await startServer({ startupModels: ['identity_fp32'] });
+    const model = other.model('identity_fp32');
+    await model.infer({ inputs: { INPUT0: { shape: [1, 1], data: new Float32Array([1]) } } });
+    await other.stop();
+    const error = await rejection(model.infer({ inputs: { INPUT0: { shape: [1, 1], data: new Float32Array([1]) } } }));
+    expect(error.code).toBe('UNAVAILABLE');
+  });
+});
