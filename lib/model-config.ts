@@ -29,7 +29,8 @@ import {
 // ---------------------------------------------------------------------------
 // Enums (index = the enumerator's number in model_config.proto)
 
-export const DATA_TYPES = [
+/** `data_type` names of a model config (`TYPE_*`); the tensor API's names are `DATA_TYPES` in tensor.ts. */
+export const CONFIG_DATA_TYPES = [
   'TYPE_INVALID',
   'TYPE_BOOL',
   'TYPE_UINT8',
@@ -46,7 +47,8 @@ export const DATA_TYPES = [
   'TYPE_STRING',
   'TYPE_BF16',
 ] as const;
-export type DataTypeName = (typeof DATA_TYPES)[number];
+/** A config `data_type`, e.g. `'TYPE_FP32'`. */
+export type DataTypeName = (typeof CONFIG_DATA_TYPES)[number];
 
 export const INSTANCE_GROUP_KINDS = ['KIND_AUTO', 'KIND_GPU', 'KIND_CPU', 'KIND_MODEL'] as const;
 export type InstanceGroupKind = (typeof INSTANCE_GROUP_KINDS)[number];
@@ -144,7 +146,7 @@ export const tensorReshapeSchema = z.looseObject({
 /** `ModelInput`: an input the model requires. */
 export const modelInputSchema = z.looseObject({
   name: str,
-  data_type: z.enum(DATA_TYPES),
+  data_type: z.enum(CONFIG_DATA_TYPES),
   format: z.enum(INPUT_FORMATS).optional(),
   dims: z.array(int64).optional(),
   reshape: tensorReshapeSchema.optional(),
@@ -157,7 +159,7 @@ export const modelInputSchema = z.looseObject({
 /** `ModelOutput`: an output the model produces. */
 export const modelOutputSchema = z.looseObject({
   name: str,
-  data_type: z.enum(DATA_TYPES),
+  data_type: z.enum(CONFIG_DATA_TYPES),
   dims: z.array(int64).optional(),
   reshape: tensorReshapeSchema.optional(),
   label_filename: str.optional(),
@@ -169,7 +171,7 @@ export const modelOutputSchema = z.looseObject({
 export const batchInputSchema = z.looseObject({
   kind: z.enum(BATCH_INPUT_KINDS).optional(),
   target_name: z.array(str).optional(),
-  data_type: z.enum(DATA_TYPES).optional(),
+  data_type: z.enum(CONFIG_DATA_TYPES).optional(),
   source_input: z.array(str).optional(),
 });
 
@@ -258,11 +260,11 @@ const sequenceControlSchema = z.looseObject({
   int32_false_true: z.array(int32).optional(),
   fp32_false_true: z.array(float).optional(),
   bool_false_true: z.array(bool).optional(),
-  data_type: z.enum(DATA_TYPES).optional(),
+  data_type: z.enum(CONFIG_DATA_TYPES).optional(),
 });
 
 const sequenceInitialStateSchema = z.looseObject({
-  data_type: z.enum(DATA_TYPES).optional(),
+  data_type: z.enum(CONFIG_DATA_TYPES).optional(),
   dims: z.array(int64).optional(),
   zero_data: bool.optional(),
   data_file: str.optional(),
@@ -299,7 +301,7 @@ export const sequenceBatchingSchema = z.looseObject({
       z.looseObject({
         input_name: str.optional(),
         output_name: str.optional(),
-        data_type: z.enum(DATA_TYPES).optional(),
+        data_type: z.enum(CONFIG_DATA_TYPES).optional(),
         dims: z.array(int64).optional(),
         initial_state: z.array(sequenceInitialStateSchema).optional(),
         use_same_buffer_for_input_output: bool.optional(),
@@ -368,7 +370,7 @@ export const modelWarmupSchema = z.looseObject({
   batch_size: uint32.optional(),
   inputs: stringMap(
     z.looseObject({
-      data_type: z.enum(DATA_TYPES).optional(),
+      data_type: z.enum(CONFIG_DATA_TYPES).optional(),
       dims: z.array(int64).optional(),
       zero_data: bool.optional(),
       random_data: bool.optional(),
@@ -476,10 +478,10 @@ const CONTROL = T('ModelSequenceBatching.Control', {
   int32_false_true: rep(s('int32')),
   fp32_false_true: rep(s('float')),
   bool_false_true: rep(s('bool')),
-  data_type: e(DATA_TYPES),
+  data_type: e(CONFIG_DATA_TYPES),
 });
 const INITIAL_STATE = T('ModelSequenceBatching.InitialState', {
-  data_type: e(DATA_TYPES),
+  data_type: e(CONFIG_DATA_TYPES),
   dims: rep(s('int64')),
   zero_data: s('bool'),
   data_file: s('string'),
@@ -504,7 +506,7 @@ export const MODEL_CONFIG_MESSAGE: PbMessage = T('ModelConfig', {
     m(
       T('ModelInput', {
         name: s('string'),
-        data_type: e(DATA_TYPES),
+        data_type: e(CONFIG_DATA_TYPES),
         format: e(INPUT_FORMATS),
         dims: rep(s('int64')),
         reshape: m(RESHAPE),
@@ -519,7 +521,7 @@ export const MODEL_CONFIG_MESSAGE: PbMessage = T('ModelConfig', {
     m(
       T('ModelOutput', {
         name: s('string'),
-        data_type: e(DATA_TYPES),
+        data_type: e(CONFIG_DATA_TYPES),
         dims: rep(s('int64')),
         reshape: m(RESHAPE),
         label_filename: s('string'),
@@ -533,7 +535,7 @@ export const MODEL_CONFIG_MESSAGE: PbMessage = T('ModelConfig', {
       T('BatchInput', {
         kind: e(BATCH_INPUT_KINDS),
         target_name: rep(s('string')),
-        data_type: e(DATA_TYPES),
+        data_type: e(CONFIG_DATA_TYPES),
         source_input: rep(s('string')),
       }),
     ),
@@ -618,7 +620,7 @@ export const MODEL_CONFIG_MESSAGE: PbMessage = T('ModelConfig', {
           T('State', {
             input_name: s('string'),
             output_name: s('string'),
-            data_type: e(DATA_TYPES),
+            data_type: e(CONFIG_DATA_TYPES),
             dims: rep(s('int64')),
             initial_state: rep(m(INITIAL_STATE)),
             use_same_buffer_for_input_output: s('bool'),
@@ -680,7 +682,7 @@ export const MODEL_CONFIG_MESSAGE: PbMessage = T('ModelConfig', {
           'string',
           m(
             T('ModelWarmup.Input', {
-              data_type: e(DATA_TYPES),
+              data_type: e(CONFIG_DATA_TYPES),
               dims: rep(s('int64')),
               zero_data: s('bool'),
               random_data: s('bool'),
