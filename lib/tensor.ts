@@ -1,0 +1,981 @@
+/**
+ * Typed tensors: Triton's data types, their JS representations, the
+ * conversion of user input into what the addon hands to Triton, and the
+ * zero-copy wrapping of Triton's output memory. Pure TypeScript.
+ *
+ * Per-request paths (normalizeInput, outputTensor) do no per-element work
+ * and no copies for numeric TypedArrays; BYTES are serialized once into
+ * Triton's wire form (per element: 4-byte little-endian length, then bytes).
+ */
+import { Buffer } from 'node:buffer';
+
+import { TritonError } from './errors.js';
+
+// ---------------------------------------------------------------------------
+// Data types.
+
+/** Triton's data types, in `TRITONSERVER_DataType` order (the enum value is index + 1). */
+export const DATA_TYPES = [
+  'BOOL',
+  'UINT8',
+  'UINT16',
+  'UINT32',
+  'UINT64',
+  'INT8',
+  'INT16',
+  'INT32',
+  'INT64',
+  'FP16',
+  'FP32',
+  'FP64',
+  'BYTES',
+  'BF16',
+] as const;
+
+/** A Triton tensor data type, named as in model metadata (`"FP32"`, `"BYTES"`, ...). */
+export type DataType = (typeof DATA_TYPES)[number];
+
+/** What the package knows about a data type. */
+export interface DataTypeInfo {
+  /** The `TRITONSERVER_DataType` value. */
+  readonly enum: number;
+  /** Bytes per element; null for BYTES (variable). */
+  readonly byteSize: number | null;
+  /** The JS representation of tensor data. */
+  readonly array: string;
+}
+
+/** Enum value, element size and JS representation of every data type. */
+export const DATA_TYPE_INFO: { readonly [K in DataType]: DataTypeInfo } = {
+  BOOL: { enum: 1, byteSize: 1, array: 'Uint8Array (0 or 1; boolean[] accepted as input)' },
+  UINT8: { enum: 2, byteSize: 1, array: 'Uint8Array' },
+  UINT16: { enum: 3, byteSize: 2, array: 'Uint16Array' },
+  UINT32: { enum: 4, byteSize: 4, array: 'Uint32Array' },
+  UINT64: { enum: 5, byteSize: 8, array: 'BigUint64Array' },
+  INT8: { enum: 6, byteSize: 1, array: 'Int8Array' },
+  INT16: { enum: 7, byteSize: 2, array: 'Int16Array' },
+  INT32: { enum: 8, byteSize: 4, array: 'Int32Array' },
+  INT64: { enum: 9, byteSize: 8, array: 'BigInt64Array' },
+  FP16: { enum: 10, byteSize: 2, array: 'Float16Array where the runtime has it, else Uint16Array of FP16 bits' },
+  FP32: { enum: 11, byteSize: 4, array: 'Float32Array' },
+  FP64: { enum: 12, byteSize: 8, array: 'Float64Array' },
+  BYTES: { enum: 13, byteSize: null, array: 'Uint8Array[] (string or Uint8Array elements as input)' },
+  BF16: { enum: 14, byteSize: 2, array: 'Uint16Array of BF16 bits' },
+};
+
+/** The data type of a `TRITONSERVER_DataType` value; throws INVALID_ARG for others. */
+export function dataTypeFromEnum(value: number): DataType {
+  const datatype = Number.isInteger(value) ? DATA_TYPES[value - 1] : undefined;
+  if (datatype === undefined) {
+    throw new TritonError('INVALID_ARG', `unknown TRITONSERVER_DataType value ${String(value)}`);
+  }
+  return datatype;
+}
+
+/** The `TRITONSERVER_DataType` value of a data type; throws INVALID_ARG for unknown names. */
+export function dataTypeEnum(datatype: DataType): number {
+  return checkDataType(datatype, 'datatype').enum;
+}
+
+function checkDataType(datatype: unknown, label: string): DataTypeInfo {
+  const info = typeof datatype === 'string' && Object.hasOwn(DATA_TYPE_INFO, datatype)
+    ? DATA_TYPE_INFO[datatype as DataType]
+    : undefined;
+  if (info === undefined) {
+    throw new TritonError(
+      'INVALID_ARG',
+      `${label}: unknown datatype ${describe(datatype)} (expected one of ${DATA_TYPES.join(', ')})`,
+    );
+  }
+  return info;
+}
+
+// ---------------------------------------------------------------------------
+// JS representations.
+
+/**
+ * A `Float16Array` (ES2025), typed structurally because the project's lib
+ * does not declare it; it exists at run time only where the engine has it.
+ */
+export interface Float16ArrayLike extends ArrayBufferView {
+  readonly length: number;
+  readonly BYTES_PER_ELEMENT: number;
+  readonly [Symbol.toStringTag]: 'Float16Array';
+  [index: number]: number;
+}
+
+type Float16ArrayConstructorLike = new (buffer: ArrayBufferLike, byteOffset?: number, length?: number) => Float16ArrayLike;
+
+/** The runtime's Float16Array, if any (looked up per use: cheap, and lets tests stub it). */
+function float16ArrayConstructor(): Float16ArrayConstructorLike | undefined {
+  return (globalThis as { Float16Array?: Float16ArrayConstructorLike }).Float16Array;
+}
+
+/** Every TypedArray (DataView is not one). */
+export type TypedArray =
+  | Int8Array
+  | Uint8Array
+  | Uint8ClampedArray
+  | Int16Array
+  | Uint16Array
+  | Int32Array
+  | Uint32Array
+  | BigInt64Array
+  | BigUint64Array
+  | Float16ArrayLike
+  | Float32Array
+  | Float64Array;
+
+/** Tensor data by data type. */
+export interface TensorDataMap {
+  BOOL: Uint8Array;
+  UINT8: Uint8Array;
+  UINT16: Uint16Array;
+  UINT32: Uint32Array;
+  UINT64: BigUint64Array;
+  INT8: Int8Array;
+  INT16: Int16Array;
+  INT32: Int32Array;
+  INT64: BigInt64Array;
+  FP16: Float16ArrayLike | Uint16Array;
+  FP32: Float32Array;
+  FP64: Float64Array;
+  BYTES: readonly Uint8Array[];
+  BF16: Uint16Array;
+}
+
+/** The data of a `Tensor<T>`. */
+export type TensorData<T extends DataType> = TensorDataMap[T];
+
+/** Plain JS values by data type, as returned by `Tensor.toArray()`. */
+export interface TensorArrayMap {
+  BOOL: boolean[];
+  UINT8: number[];
+  UINT16: number[];
+  UINT32: number[];
+  UINT64: bigint[];
+  INT8: number[];
+  INT16: number[];
+  INT32: number[];
+  INT64: bigint[];
+  FP16: number[];
+  FP32: number[];
+  FP64: number[];
+  BYTES: Uint8Array[];
+  BF16: number[];
+}
+
+/** Data accepted as input. */
+export type InputData =
+  | TypedArray
+  | readonly (string | Uint8Array)[]
+  | readonly boolean[]
+  | readonly number[]
+  | readonly bigint[];
+
+/** An input given as its parts; `datatype` defaults to the model's, then to what `data` implies. */
+export interface TensorInit {
+  datatype?: DataType;
+  shape: readonly number[];
+  data: InputData;
+}
+
+/** Anything `normalizeInput` takes: a Tensor, its parts, or bare data (shape `[length]`). */
+export type InputValue = Tensor | TensorInit | InputData;
+
+/** An input as the addon takes it: `data` is the caller's own view for TypedArrays (no copy). */
+export interface NativeInput {
+  name: string;
+  /** `TRITONSERVER_DataType` value. */
+  datatype: number;
+  shape: number[];
+  data: ArrayBufferView;
+}
+
+/** The data type `Tensor.from` infers from the static type of its data. */
+export type InferDataType<D> = D extends Float32Array
+  ? 'FP32'
+  : D extends Float64Array
+    ? 'FP64'
+    : D extends Float16ArrayLike
+      ? 'FP16'
+      : D extends Int8Array
+        ? 'INT8'
+        : D extends Int16Array
+          ? 'INT16'
+          : D extends Int32Array
+            ? 'INT32'
+            : D extends BigInt64Array
+              ? 'INT64'
+              : D extends BigUint64Array
+                ? 'UINT64'
+                : D extends Uint8ClampedArray
+                  ? 'UINT8'
+                  : D extends Uint8Array
+                    ? 'UINT8'
+                    : D extends Uint16Array
+                      ? 'UINT16'
+                      : D extends Uint32Array
+                        ? 'UINT32'
+                        : D extends readonly boolean[]
+                          ? 'BOOL'
+                          : D extends readonly (string | Uint8Array)[]
+                            ? 'BYTES'
+                            : D extends readonly bigint[]
+                              ? 'INT64'
+                              : DataType;
+
+/** Options of `Tensor.from`. */
+export interface TensorFromOptions<T extends DataType> {
+  name?: string;
+  /** Required for number[] data; picks FP16/BF16 for Uint16Array, BOOL for Uint8Array. */
+  datatype?: T;
+  /** Default `[length]`. */
+  shape?: readonly number[];
+}
+
+// Per TypedArray kind (its Symbol.toStringTag, which works across realms and
+// for Buffer): the data type it implies, and the data types it can carry.
+const IMPLIED_DATATYPE: Readonly<Record<string, DataType>> = {
+  Int8Array: 'INT8',
+  Uint8Array: 'UINT8',
+  Uint8ClampedArray: 'UINT8',
+  Int16Array: 'INT16',
+  Uint16Array: 'UINT16',
+  Int32Array: 'INT32',
+  Uint32Array: 'UINT32',
+  BigInt64Array: 'INT64',
+  BigUint64Array: 'UINT64',
+  Float16Array: 'FP16',
+  Float32Array: 'FP32',
+  Float64Array: 'FP64',
+};
+
+const CARRIERS: { readonly [K in DataType]: readonly string[] } = {
+  BOOL: ['Uint8Array'],
+  UINT8: ['Uint8Array', 'Uint8ClampedArray'],
+  UINT16: ['Uint16Array'],
+  UINT32: ['Uint32Array'],
+  UINT64: ['BigUint64Array'],
+  INT8: ['Int8Array'],
+  INT16: ['Int16Array'],
+  INT32: ['Int32Array'],
+  INT64: ['BigInt64Array'],
+  FP16: ['Float16Array', 'Uint16Array'],
+  FP32: ['Float32Array'],
+  FP64: ['Float64Array'],
+  BYTES: [],
+  BF16: ['Uint16Array'],
+};
+
+const CARRIER_TEXT: { readonly [K in DataType]: string } = {
+  BOOL: 'Uint8Array of 0/1 or boolean[]',
+  UINT8: 'Uint8Array',
+  UINT16: 'Uint16Array',
+  UINT32: 'Uint32Array',
+  UINT64: 'BigUint64Array',
+  INT8: 'Int8Array',
+  INT16: 'Int16Array',
+  INT32: 'Int32Array',
+  INT64: 'BigInt64Array',
+  FP16: 'Float16Array or Uint16Array of FP16 bits',
+  FP32: 'Float32Array',
+  FP64: 'Float64Array',
+  BYTES: 'an array of strings or Uint8Arrays',
+  BF16: 'Uint16Array of BF16 bits',
+};
+
+type NumericDataType = Exclude<DataType, 'BYTES'>;
+type ArrayConstructorOf = new (length: number) => ArrayBufferView & { readonly length: number };
+type ViewConstructorOf = new (buffer: ArrayBufferLike, byteOffset: number, length: number) => ArrayBufferView;
+
+/** The TypedArray that holds each type's bits (FP16: Uint16Array). */
+const STORAGE: { readonly [K in NumericDataType]: ArrayConstructorOf & ViewConstructorOf } = {
+  BOOL: Uint8Array,
+  UINT8: Uint8Array,
+  UINT16: Uint16Array,
+  UINT32: Uint32Array,
+  UINT64: BigUint64Array,
+  INT8: Int8Array,
+  INT16: Int16Array,
+  INT32: Int32Array,
+  INT64: BigInt64Array,
+  FP16: Uint16Array,
+  FP32: Float32Array,
+  FP64: Float64Array,
+  BF16: Uint16Array,
+};
+
+/** The TypedArray kind of `value`, or undefined if it is not a TypedArray. */
+function typedArrayKind(value: unknown): string | undefined {
+  if (!ArrayBuffer.isView(value)) return undefined;
+  const tag = (value as { [Symbol.toStringTag]?: unknown })[Symbol.toStringTag];
+  return typeof tag === 'string' && Object.hasOwn(IMPLIED_DATATYPE, tag) ? tag : undefined;
+}
+
+// ---------------------------------------------------------------------------
+// FP16 / BF16 bits.
+
+function roundHalfEven(value: number): number {
+  const floor = Math.floor(value);
+  const rest = value - floor;
+  return rest > 0.5 || (rest === 0.5 && floor % 2 === 1) ? floor + 1 : floor;
+}
+
+/**
+ * IEEE-754 binary encoding of `x` with `expBits`/`mantBits`, rounding the
+ * exact value of x to nearest, ties to even; overflow gives ±Infinity,
+ * NaN the quiet NaN. Power-of-two scalings keep every step exact.
+ */
+function encodeFloat(x: number, expBits: number, mantBits: number): number {
+  const bias = (1 << (expBits - 1)) - 1;
+  const infinity = ((1 << expBits) - 1) << mantBits;
+  if (Number.isNaN(x)) return infinity | (1 << (mantBits - 1));
+  const sign = x < 0 || Object.is(x, -0) ? 1 << (expBits + mantBits) : 0;
+  const a = Math.abs(x);
+  if (a === Infinity) return sign | infinity;
+  const minExponent = 1 - bias;
+  if (a < 2 ** minExponent) {
+    // Subnormal: units of 2^(minExponent - mantBits); rounding up to 1 << mantBits is the smallest normal.
+    return sign | roundHalfEven(a * 2 ** (mantBits - minExponent));
+  }
+  let exponent = Math.floor(Math.log2(a));
+  if (2 ** exponent > a) exponent--;
+  else if (2 ** (exponent + 1) <= a) exponent++;
+  if (exponent > bias) return sign | infinity;
+  const significand = roundHalfEven(a * 2 ** (mantBits - exponent)); // in [2^m, 2^(m+1)]
+  const bits = ((exponent + bias) << mantBits) + significand - (1 << mantBits); // carry moves the exponent
+  return sign | Math.min(bits, infinity);
+}
+
+function decodeFloat(bits: number, expBits: number, mantBits: number): number {
+  const bias = (1 << (expBits - 1)) - 1;
+  const maxExponent = (1 << expBits) - 1;
+  const sign = (bits >>> (expBits + mantBits)) & 1 ? -1 : 1;
+  const exponent = (bits >>> mantBits) & maxExponent;
+  const mantissa = bits & ((1 << mantBits) - 1);
+  if (exponent === 0) return sign * mantissa * 2 ** (1 - bias - mantBits);
+  if (exponent === maxExponent) return mantissa === 0 ? sign * Infinity : Number.NaN;
+  return sign * (mantissa + (1 << mantBits)) * 2 ** (exponent - bias - mantBits);
+}
+
+/**
+ * The IEEE half-precision bits nearest to `x` (round to nearest, ties to
+ * even; beyond ±65504 rounds to ±Infinity; NaN → 0x7e00). `x` is rounded
+ * from its exact value, which for float32 inputs is the usual float32→half.
+ */
+export function float32ToFloat16Bits(x: number): number {
+  return encodeFloat(x, 5, 10);
+}
+
+/** The value of IEEE half-precision bits (exact). */
+export function float16BitsToFloat32(bits: number): number {
+  return decodeFloat(bits & 0xffff, 5, 10);
+}
+
+/**
+ * The bfloat16 bits nearest to `x` (round to nearest, ties to even; NaN →
+ * 0x7fc0). For float32 inputs this equals rounding the float32's top half.
+ */
+export function float32ToBfloat16Bits(x: number): number {
+  return encodeFloat(x, 8, 7);
+}
+
+/** The value of bfloat16 bits (exact). */
+export function bfloat16BitsToFloat32(bits: number): number {
+  return decodeFloat(bits & 0xffff, 8, 7);
+}
+
+// ---------------------------------------------------------------------------
+// BYTES wire form.
+
+const LENGTH_PREFIX = 4;
+const UINT32_MAX = 0xffff_ffff;
+
+/**
+ * Serializes BYTES elements into Triton's wire form: per element a 4-byte
+ * little-endian length, then the bytes (strings UTF-8 encoded). One
+ * allocation, each element written once.
+ */
+export function encodeBytes(elements: readonly (string | Uint8Array)[]): Uint8Array {
+  return serializeBytes(elements, 'BYTES data');
+}
+
+function serializeBytes(elements: readonly unknown[], label: string): Uint8Array {
+  const count = elements.length;
+  let total = LENGTH_PREFIX * count;
+  let hasStrings = false;
+  for (let i = 0; i < count; i++) {
+    const element = elements[i];
+    let length: number;
+    if (typeof element === 'string') {
+      length = Buffer.byteLength(element, 'utf8');
+      hasStrings = true;
+    } else if (typedArrayKind(element) === 'Uint8Array') {
+      length = (element as Uint8Array).byteLength;
+    } else {
+      throw invalid(`${label}: BYTES element ${i} is ${describe(element)}; expected a string or a Uint8Array`);
+    }
+    if (length > UINT32_MAX) {
+      throw invalid(`${label}: BYTES element ${i} has ${length} bytes; at most ${UINT32_MAX} fit Triton's length prefix`);
+    }
+    total += length;
+  }
+
+  const wire = new Uint8Array(total);
+  const lengths = new DataView(wire.buffer);
+  const text = hasStrings ? Buffer.from(wire.buffer, 0, total) : undefined;
+  let offset = 0;
+  for (let i = 0; i < count; i++) {
+    const element = elements[i] as string | Uint8Array;
+    const start = offset + LENGTH_PREFIX;
+    let length: number;
+    if (typeof element === 'string') {
+      length = (text as Buffer).write(element, start, total - start, 'utf8');
+    } else {
+      wire.set(element, start);
+      length = element.byteLength;
+    }
+    lengths.setUint32(offset, length, true);
+    offset = start + length;
+  }
+  if (offset !== total) {
+    throw new TritonError('INTERNAL', `${label}: BYTES serialization wrote ${offset} of ${total} bytes`);
+  }
+  return wire;
+}
+
+/**
+ * Counts the elements of a wire-form BYTES buffer, checking its structure.
+ * Throws INTERNAL when malformed or when the count differs from `expected`.
+ */
+function countBytes(buffer: Uint8Array, expected: number | undefined, label: string): number {
+  const end = buffer.byteLength;
+  const view = new DataView(buffer.buffer, buffer.byteOffset, end);
+  let count = 0;
+  let offset = 0;
+  while (offset < end) {
+    offset = nextBytesElement(view, offset, count, label);
+    count++;
+  }
+  if (expected !== undefined && count !== expected) {
+    throw new TritonError('INTERNAL', `${label}: BYTES data has ${count} elements but the shape needs ${expected}`);
+  }
+  return count;
+}
+
+/** The offset after the element at `offset`; INTERNAL error if it does not fit. */
+function nextBytesElement(view: DataView, offset: number, index: number, label: string): number {
+  const end = view.byteLength;
+  if (end - offset < LENGTH_PREFIX) {
+    throw new TritonError(
+      'INTERNAL',
+      `${label}: malformed BYTES data: ${end - offset} trailing bytes at offset ${offset} cannot hold the length of element ${index}`,
+    );
+  }
+  const length = view.getUint32(offset, true);
+  const start = offset + LENGTH_PREFIX;
+  if (length > end - start) {
+    throw new TritonError(
+      'INTERNAL',
+      `${label}: malformed BYTES data: element ${index} at offset ${offset} claims ${length} bytes but only ${end - start} remain`,
+    );
+  }
+  return start + length;
+}
+
+/**
+ * Splits a wire-form BYTES buffer into its elements: views into `buffer`, no
+ * copies. Throws `TritonError('INTERNAL')` if the buffer is malformed or,
+ * when `expectedCount` is given, holds a different number of elements.
+ */
+export function decodeBytes(buffer: Uint8Array, expectedCount?: number): Uint8Array[] {
+  return splitBytes(buffer, expectedCount, 'decodeBytes');
+}
+
+function splitBytes(buffer: Uint8Array, expected: number | undefined, label: string): Uint8Array[] {
+  const end = buffer.byteLength;
+  const view = new DataView(buffer.buffer, buffer.byteOffset, end);
+  const elements: Uint8Array[] = [];
+  let offset = 0;
+  while (offset < end) {
+    const next = nextBytesElement(view, offset, elements.length, label);
+    elements.push(buffer.subarray(offset + LENGTH_PREFIX, next));
+    offset = next;
+  }
+  if (expected !== undefined && elements.length !== expected) {
+    throw new TritonError(
+      'INTERNAL',
+      `${label}: BYTES data has ${elements.length} elements but the shape needs ${expected}`,
+    );
+  }
+  return elements;
+}
+
+// ---------------------------------------------------------------------------
+// Tensor.
+
+let constructTensor!: <T extends DataType>(
+  name: string,
+  datatype: T,
+  shape: number[],
+  size: number,
+  data: TensorData<T> | undefined,
+  wire: Uint8Array | undefined,
+) => Tensor<T>;
+let tensorWire!: (tensor: Tensor) => Uint8Array | undefined;
+
+/**
+ * A named, typed, shaped block of data. Numeric data is a TypedArray (never
+ * copied when given as one); BYTES data is kept in Triton's wire form and
+ * split into element views on first use of `data`.
+ */
+export class Tensor<T extends DataType = DataType> {
+  readonly name: string;
+  readonly datatype: T;
+  readonly shape: number[];
+  /** Number of elements (product of the shape). */
+  readonly size: number;
+  #data: TensorData<T> | undefined;
+  /** BYTES only: the wire form, which owns the element bytes. */
+  readonly #wire: Uint8Array | undefined;
+
+  private constructor(
+    name: string,
+    datatype: T,
+    shape: number[],
+    size: number,
+    data: TensorData<T> | undefined,
+    wire: Uint8Array | undefined,
+  ) {
+    this.name = name;
+    this.datatype = datatype;
+    this.shape = shape;
+    this.size = size;
+    this.#data = data;
+    this.#wire = wire;
+  }
+
+  static {
+    constructTensor = (name, datatype, shape, size, data, wire) => new Tensor(name, datatype, shape, size, data, wire);
+    tensorWire = (tensor) => tensor.#wire;
+  }
+
+  /**
+   * A tensor from data. The data type is inferred from the array type unless
+   * given (Uint16Array means UINT16 unless `datatype` says FP16 or BF16;
+   * boolean[] → BOOL; string[]/Uint8Array[] → BYTES; bigint[] → INT64;
+   * number[] needs `datatype`). `shape` defaults to `[length]`. TypedArrays
+   * are used as they are, not copied.
+   */
+  static from<D extends InputData, T extends DataType = InferDataType<D>>(
+    data: D,
+    options: TensorFromOptions<T> = {},
+  ): Tensor<T> {
+    const name = options.name ?? '';
+    const label = name === '' ? 'Tensor.from' : `tensor '${name}'`;
+    if (options.datatype !== undefined) checkDataType(options.datatype, label);
+    const parts = resolveParts(label, data, options.datatype, undefined, options.shape);
+    const datatype = parts.datatype as T;
+    if (datatype === 'BYTES') {
+      return constructTensor(name, datatype, parts.shape, parts.size, undefined, parts.data as Uint8Array);
+    }
+    let view = parts.data;
+    const Float16 = datatype === 'FP16' && parts.converted ? float16ArrayConstructor() : undefined;
+    if (Float16 !== undefined) view = new Float16(view.buffer, view.byteOffset, parts.size);
+    return constructTensor(name, datatype, parts.shape, parts.size, view as TensorData<T>, undefined);
+  }
+
+  /** The elements. BYTES: views into the tensor's wire-form buffer. */
+  get data(): TensorData<T> {
+    if (this.#data === undefined) {
+      this.#data = splitBytes(this.#wire as Uint8Array, this.size, describeTensor(this)) as unknown as TensorData<T>;
+    }
+    return this.#data;
+  }
+
+  /** Bytes of data: the TypedArray's byteLength, or for BYTES the sum of element lengths. */
+  get byteLength(): number {
+    const wire = this.#wire;
+    if (wire !== undefined) return wire.byteLength - LENGTH_PREFIX * this.size;
+    return (this.#data as ArrayBufferView).byteLength;
+  }
+
+  /** BYTES only: each element decoded as UTF-8 (invalid sequences become U+FFFD). */
+  strings(): string[] {
+    const wire = this.#wire;
+    if (wire === undefined) {
+      throw invalid(`${describeTensor(this)} is ${this.datatype}; strings() needs BYTES`);
+    }
+    const text = Buffer.from(wire.buffer, wire.byteOffset, wire.byteLength);
+    const out = new Array<string>(this.size);
+    let offset = 0;
+    for (let i = 0; i < this.size; i++) {
+      const start = offset + LENGTH_PREFIX;
+      const end = start + text.readUInt32LE(offset);
+      out[i] = text.toString('utf8', start, end);
+      offset = end;
+    }
+    return out;
+  }
+
+  /**
+   * The elements as plain JS values: numbers (FP16/BF16 decoded), bigints for
+   * 64-bit integers, booleans for BOOL, a fresh array of views for BYTES.
+   */
+  toArray(): TensorArrayMap[T] {
+    const data = this.data as TensorData<DataType>;
+    let out: TensorArrayMap[DataType];
+    switch (this.datatype) {
+      case 'BOOL':
+        out = Array.from(data as Uint8Array, (v) => v !== 0);
+        break;
+      case 'BYTES':
+        out = [...(data as readonly Uint8Array[])];
+        break;
+      case 'INT64':
+      case 'UINT64':
+        out = Array.from(data as BigInt64Array);
+        break;
+      case 'BF16':
+        out = Array.from(data as Uint16Array, bfloat16BitsToFloat32);
+        break;
+      case 'FP16':
+        out = typedArrayKind(data) === 'Float16Array'
+          ? Array.from(data as ArrayLike<number>)
+          : Array.from(data as Uint16Array, float16BitsToFloat32);
+        break;
+      default:
+        out = Array.from(data as ArrayLike<number>);
+    }
+    return out as TensorArrayMap[T];
+  }
+}
+
+function describeTensor(tensor: Tensor): string {
+  return tensor.name === '' ? 'tensor' : `tensor '${tensor.name}'`;
+}
+
+// ---------------------------------------------------------------------------
+// Inputs.
+
+interface Parts {
+  datatype: DataType;
+  shape: number[];
+  size: number;
+  /** The caller's TypedArray, converted array data, or BYTES wire form. */
+  data: ArrayBufferView;
+  /** Whether `data` was made here from a JS array. */
+  converted: boolean;
+}
+
+/**
+ * Converts one input into what the addon takes. TypedArrays are passed
+ * through as the same view (no copy); JS arrays are converted once; BYTES
+ * are serialized once (and a BYTES Tensor's wire form is reused). The data
+ * type is the value's own (Tensor, `datatype` field, array type) or, when the
+ * value does not name one, `expectedDatatype` (the model's). Throws
+ * `TritonError('INVALID_ARG')` naming the input.
+ */
+export function normalizeInput(name: string, value: InputValue, expectedDatatype?: DataType): NativeInput {
+  const label = `input '${name}'`;
+  if (expectedDatatype !== undefined) checkDataType(expectedDatatype, `${label} (model metadata)`);
+
+  if (value instanceof Tensor) {
+    const datatype = value.datatype;
+    if (expectedDatatype !== undefined && datatype !== expectedDatatype) {
+      throw invalid(`${label}: the tensor is ${datatype} but the model expects ${expectedDatatype}`);
+    }
+    const shape = copyShape(label, value.shape, value.size);
+    const data = tensorWire(value) ?? (value.data as ArrayBufferView);
+    return { name, datatype: DATA_TYPE_INFO[datatype].enum, shape, data };
+  }
+
+  let parts: Parts;
+  if (ArrayBuffer.isView(value) || Array.isArray(value)) {
+    parts = resolveParts(label, value, undefined, expectedDatatype, undefined);
+  } else if (typeof value === 'object' && value !== null && 'data' in value) {
+    const init = value as TensorInit;
+    if (init.datatype !== undefined) {
+      checkDataType(init.datatype, label);
+      if (expectedDatatype !== undefined && init.datatype !== expectedDatatype) {
+        throw invalid(`${label}: datatype ${init.datatype} was given but the model expects ${expectedDatatype}`);
+      }
+    }
+    if (init.shape === undefined) throw invalid(`${label}: { datatype, shape, data } needs a shape`);
+    parts = resolveParts(label, init.data, init.datatype, expectedDatatype, init.shape);
+  } else {
+    throw invalid(
+      `${label}: expected a Tensor, a TypedArray, an array or { datatype, shape, data }, got ${describe(value)}`,
+    );
+  }
+  return { name, datatype: DATA_TYPE_INFO[parts.datatype].enum, shape: parts.shape, data: parts.data };
+}
+
+/** Data type, shape and bytes of `data`; `named` is the value's own data type, `expected` the model's. */
+function resolveParts(
+  label: string,
+  data: unknown,
+  named: DataType | undefined,
+  expected: DataType | undefined,
+  shape: readonly number[] | undefined,
+): Parts {
+  let datatype = named ?? expected;
+  let view: ArrayBufferView;
+  let count: number;
+  let converted = false;
+
+  const kind = typedArrayKind(data);
+  if (kind !== undefined) {
+    const implied = IMPLIED_DATATYPE[kind] as DataType;
+    datatype ??= implied;
+    if (!CARRIERS[datatype].includes(kind)) {
+      throw invalid(`${label}: a ${kind} cannot carry ${datatype} data (expected ${CARRIER_TEXT[datatype]})`);
+    }
+    view = data as ArrayBufferView;
+    count = (data as TypedArray).length;
+  } else if (Array.isArray(data)) {
+    datatype ??= impliedByElements(label, data);
+    view = datatype === 'BYTES' ? serializeBytes(data, label) : convertArray(label, data, datatype);
+    count = data.length;
+    converted = true;
+  } else if (ArrayBuffer.isView(data)) {
+    throw invalid(`${label}: a ${viewName(data)} cannot carry tensor data (expected a TypedArray or an array)`);
+  } else {
+    throw invalid(`${label}: data must be a TypedArray or an array, got ${describe(data)}`);
+  }
+
+  if (shape === undefined) return { datatype, shape: [count], size: count, data: view, converted };
+  return { datatype, shape: copyShape(label, shape, count), size: count, data: view, converted };
+}
+
+/** The data type a JS array's elements imply. */
+function impliedByElements(label: string, data: readonly unknown[]): DataType {
+  if (data.length === 0) {
+    throw invalid(`${label}: cannot infer the datatype of an empty array; give a datatype`);
+  }
+  const first = data[0];
+  if (typeof first === 'string' || typedArrayKind(first) === 'Uint8Array') return 'BYTES';
+  if (typeof first === 'boolean') return 'BOOL';
+  if (typeof first === 'bigint') return 'INT64';
+  if (typeof first === 'number') {
+    throw invalid(
+      `${label}: a number[] needs a datatype (e.g. { datatype: 'FP32', shape, data }), or pass a TypedArray`,
+    );
+  }
+  throw invalid(`${label}: element 0 is ${describe(first)}; expected a number, bigint, boolean, string or Uint8Array`);
+}
+
+const INTEGER_RANGES: Readonly<Partial<Record<DataType, readonly [number, number]>>> = {
+  UINT8: [0, 0xff],
+  UINT16: [0, 0xffff],
+  UINT32: [0, 0xffff_ffff],
+  INT8: [-0x80, 0x7f],
+  INT16: [-0x8000, 0x7fff],
+  INT32: [-0x8000_0000, 0x7fff_ffff],
+};
+
+const BIGINT_RANGES: Readonly<Partial<Record<DataType, readonly [bigint, bigint]>>> = {
+  INT64: [-(2n ** 63n), 2n ** 63n - 1n],
+  UINT64: [0n, 2n ** 64n - 1n],
+};
+
+/** Converts a JS array of numbers, bigints or booleans into `datatype`'s storage, checking each element. */
+function convertArray(label: string, data: readonly unknown[], datatype: NumericDataType): ArrayBufferView {
+  const count = data.length;
+  const out = new STORAGE[datatype](count) as unknown as { [index: number]: number | bigint } & ArrayBufferView;
+  const bad = (index: number, why: string): TritonError => invalid(`${label}: element ${index} ${why}`);
+
+  if (datatype === 'BOOL') {
+    for (let i = 0; i < count; i++) {
+      const v = data[i];
+      if (typeof v === 'boolean') out[i] = v ? 1 : 0;
+      else if (v === 0 || v === 1) out[i] = v;
+      else throw bad(i, `is ${describe(v)}; BOOL takes true/false (or 0/1)`);
+    }
+    return out;
+  }
+
+  const bigRange = BIGINT_RANGES[datatype];
+  if (bigRange !== undefined) {
+    const [min, max] = bigRange;
+    for (let i = 0; i < count; i++) {
+      const v = data[i];
+      let b: bigint;
+      if (typeof v === 'bigint') b = v;
+      else if (typeof v === 'number' && Number.isSafeInteger(v)) b = BigInt(v);
+      else if (typeof v === 'number') {
+        throw bad(i, `(${v}) is not a safe integer; give ${datatype} values beyond 2^53 as bigint`);
+      } else throw bad(i, `is ${describe(v)}; expected a number or bigint`);
+      if (b < min || b > max) throw bad(i, `(${b}) is out of range for ${datatype} (${min}..${max})`);
+      out[i] = b;
+    }
+    return out;
+  }
+
+  const intRange = INTEGER_RANGES[datatype];
+  for (let i = 0; i < count; i++) {
+    const v = data[i];
+    if (typeof v !== 'number') {
+      throw bad(
+        i,
+        typeof v === 'bigint'
+          ? `is a bigint; bigint elements are only accepted for INT64 and UINT64`
+          : `is ${describe(v)}; expected a number`,
+      );
+    }
+    if (intRange !== undefined) {
+      if (!Number.isInteger(v)) throw bad(i, `(${v}) is not an integer (${datatype})`);
+      if (v < intRange[0] || v > intRange[1]) {
+        throw bad(i, `(${v}) is out of range for ${datatype} (${intRange[0]}..${intRange[1]})`);
+      }
+      out[i] = v;
+    } else if (datatype === 'FP64') {
+      out[i] = v;
+    } else if (datatype === 'FP32') {
+      if (Number.isFinite(v) && !Number.isFinite(Math.fround(v))) {
+        throw bad(i, `(${v}) is out of range for FP32 (max ±3.4028234663852886e38)`);
+      }
+      out[i] = v;
+    } else {
+      const bits = datatype === 'FP16' ? float32ToFloat16Bits(v) : float32ToBfloat16Bits(v);
+      const infinity = datatype === 'FP16' ? 0x7c00 : 0x7f80;
+      if (Number.isFinite(v) && (bits & 0x7fff) === infinity) {
+        const max = datatype === 'FP16' ? '65504' : '3.3895313892515355e38';
+        throw bad(i, `(${v}) is out of range for ${datatype} (max ±${max})`);
+      }
+      out[i] = bits;
+    }
+  }
+  return out;
+}
+
+/** Validates a shape against an element count and returns a copy. */
+function copyShape(label: string, shape: readonly number[], count: number): number[] {
+  if (!Array.isArray(shape)) throw invalid(`${label}: shape must be an array of dimensions, got ${describe(shape)}`);
+  const copy = new Array<number>(shape.length);
+  let product = 1;
+  for (let i = 0; i < shape.length; i++) {
+    const dim = shape[i];
+    if (typeof dim !== 'number' || !Number.isSafeInteger(dim) || dim < 0) {
+      throw invalid(
+        `${label}: shape [${shape.map(String).join(', ')}] has an invalid dimension ${describe(dim)} at index ${i} ` +
+          '(dimensions are non-negative integers; -1 is only for model configurations)',
+      );
+    }
+    copy[i] = dim;
+    product *= dim;
+  }
+  if (product !== count) {
+    throw invalid(
+      `${label}: shape [${shape.join(', ')}] needs ${product} element${product === 1 ? '' : 's'} but the data has ${count}`,
+    );
+  }
+  return copy;
+}
+
+// ---------------------------------------------------------------------------
+// Outputs.
+
+/**
+ * Wraps Triton output memory as a Tensor without copying: a TypedArray view
+ * over `buffer` (FP16 as Float16Array where the runtime has it, else
+ * Uint16Array bits; BF16 as Uint16Array bits), or for BYTES the wire form
+ * whose elements become views on first use. Only a misaligned numeric
+ * `byteOffset` forces a copy. Throws `TritonError('INTERNAL')` when the bytes
+ * do not match the shape and `UNSUPPORTED` for an unknown data type.
+ */
+export function outputTensor(
+  name: string,
+  datatype: number,
+  shape: number[],
+  buffer: ArrayBufferLike,
+  byteOffset = 0,
+  byteLength: number = buffer.byteLength - byteOffset,
+): Tensor {
+  const label = `output '${name}'`;
+  const dt = Number.isInteger(datatype) ? DATA_TYPES[datatype - 1] : undefined;
+  if (dt === undefined) {
+    throw new TritonError('UNSUPPORTED', `${label}: unknown TRITONSERVER_DataType value ${datatype}`);
+  }
+  if (
+    !Number.isSafeInteger(byteOffset) ||
+    !Number.isSafeInteger(byteLength) ||
+    byteOffset < 0 ||
+    byteLength < 0 ||
+    byteOffset + byteLength > buffer.byteLength
+  ) {
+    throw new TritonError(
+      'INTERNAL',
+      `${label}: bytes ${byteOffset}..${byteOffset + byteLength} lie outside its ${buffer.byteLength}-byte buffer`,
+    );
+  }
+  const size = outputSize(label, shape);
+
+  if (dt === 'BYTES') {
+    const wire = new Uint8Array(buffer, byteOffset, byteLength);
+    countBytes(wire, size, label);
+    return constructTensor(name, dt, shape, size, undefined, wire);
+  }
+
+  const elementSize = DATA_TYPE_INFO[dt].byteSize as number;
+  if (byteLength !== size * elementSize) {
+    throw new TritonError(
+      'INTERNAL',
+      `${label}: ${byteLength} bytes do not match shape [${shape.join(', ')}] of ${dt} (${size * elementSize} expected)`,
+    );
+  }
+  let source = buffer;
+  let offset = byteOffset;
+  if (offset % elementSize !== 0) {
+    source = buffer.slice(offset, offset + byteLength);
+    offset = 0;
+  }
+  const View: ViewConstructorOf = (dt === 'FP16' ? float16ArrayConstructor() : undefined) ?? STORAGE[dt];
+  const data = new View(source, offset, size) as TensorData<typeof dt>;
+  return constructTensor(name, dt, shape, size, data, undefined);
+}
+
+function outputSize(label: string, shape: readonly number[]): number {
+  let size = 1;
+  for (const dim of shape) {
+    if (!Number.isSafeInteger(dim) || dim < 0) {
+      throw new TritonError('INTERNAL', `${label}: invalid shape [${shape.join(', ')}]`);
+    }
+    size *= dim;
+  }
+  return size;
+}
+
+// ---------------------------------------------------------------------------
+
+function invalid(message: string): TritonError {
+  return new TritonError('INVALID_ARG', message);
+}
+
+function viewName(value: ArrayBufferView): string {
+  const tag = (value as { [Symbol.toStringTag]?: unknown })[Symbol.toStringTag];
+  return typeof tag === 'string' ? tag : 'ArrayBufferView';
+}
+
+/** A short rendering of any value for messages. */
+function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  if (ArrayBuffer.isView(value)) return `a ${viewName(value)}`;
+  switch (typeof value) {
+    case 'string':
+      return `'${value.length > 40 ? `${value.slice(0, 37)}...` : value}'`;
+    case 'number':
+    case 'boolean':
+      return String(value);
+    case 'bigint':
+      return `${value}n`;
+    case 'undefined':
+      return 'undefined';
+    case 'object':
+      return 'an object';
+    default:
+      return `a ${typeof value}`;
+  }
+}
