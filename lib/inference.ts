@@ -4,15 +4,8 @@
  * completion the addon drains (one call per JS tick) to its request.
  */
 import { TritonError } from './errors.js';
-import type { NativeInput, NativeResponse, NativeServer } from './native.js';
-import {
-  dataTypeEnum,
-  normalizeInput,
-  outputTensor,
-  type DataType,
-  type InputValue,
-  type Tensor,
-} from './tensor.js';
+import type { NativeResponse, NativeServer } from './native.js';
+import { normalizeInput, outputTensor, type DataType, type InputValue, type NativeInput, type Tensor } from './tensor.js';
 
 export interface SequenceOptions {
   /** Correlation id of the sequence (Triton's `correlation_id`). */
@@ -55,7 +48,6 @@ export interface InferenceResponse {
 
 interface TensorInfo {
   datatype: DataType;
-  datatypeEnum: number;
   shape: number[];
 }
 
@@ -308,7 +300,6 @@ function buildModelInfo(metadata: MetadataJson, config: ConfigJson): ModelInfo {
   for (const input of metadata.inputs ?? []) {
     inputs.set(input.name, {
       datatype: input.datatype,
-      datatypeEnum: dataTypeEnum(input.datatype),
       shape: input.shape.map(Number),
     });
   }
@@ -330,10 +321,8 @@ function prepareInputs(model: string, info: ModelInfo, request: InferenceRequest
     if (expected === undefined) {
       throw invalid(`model '${model}' has no input '${name}' (its inputs: ${[...info.inputs.keys()].join(', ')})`);
     }
+    // normalizeInput also refuses data of another type than the model's.
     const input = normalizeInput(name, request.inputs[name] as InputValue, expected.datatype);
-    if (input.datatype !== expected.datatypeEnum) {
-      throw invalid(`input '${name}' of model '${model}' must be ${expected.datatype} data`);
-    }
     checkShape(model, name, input.shape, expected.shape, info.maxBatchSize);
     prepared.push(input);
   }

@@ -7,15 +7,8 @@ import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { TritonError } from './errors.js';
+import type { NativeInput } from './tensor.js';
 
-/** An input as the addon takes it: data is passed to Triton without a copy. */
-export interface NativeInput {
-  name: string;
-  /** TRITONSERVER_DataType value. */
-  datatype: number;
-  shape: number[];
-  data: ArrayBufferView;
-}
 
 export interface NativeInferOptions {
   id?: string;
