@@ -1,0 +1,28 @@
+# add_sub: OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1 (FP32 [4]).
+# The test core implements the same model natively; keep them in step.
+import json
+
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        self.dtypes = {}
+        for name in ("OUTPUT0", "OUTPUT1"):
+            output = pb_utils.get_output_config_by_name(config, name)
+            self.dtypes[name] = pb_utils.triton_string_to_numpy(output["data_type"])
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            a = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+            b = pb_utils.get_input_tensor_by_name(request, "INPUT1").as_numpy()
+            total = pb_utils.Tensor("OUTPUT0", (a + b).astype(self.dtypes["OUTPUT0"]))
+            difference = pb_utils.Tensor(
+                "OUTPUT1", (a - b).astype(self.dtypes["OUTPUT1"])
+            )
+            responses.append(
+                pb_utils.InferenceResponse(output_tensors=[total, difference])
+            )
+        return responses

@@ -1,0 +1,13 @@
+# bytes_echo: OUTPUT0 carries the same byte strings as INPUT0.
+# The test core implements the same model natively.
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            data = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+            output = pb_utils.Tensor("OUTPUT0", data)
+            responses.append(pb_utils.InferenceResponse(output_tensors=[output]))
+        return responses
