@@ -1,0 +1,1517 @@
+// Test core: inference requests, responses, scheduling and native models.
+//
+// Imitates Triton's inference path as seen through the C API:
+// - TRITONSERVER_ServerInferAsync validates the request synchronously with
+//   Triton's checks and messages (requested outputs, input count, batch
+//   dimension, data type, shape, byte size, BYTES length prefixes); on error
+//   nothing is queued and no callback ever runs.
+// - Accepted requests go to the model's scheduler queue (priority levels
+//   when the model configures them, queue-policy timeouts when configured,
+//   as Triton's dynamic batcher does) and are executed one at a time by a
+//   worker thread per model instance, never on the caller's thread.
+// - Non-decoupled models: the response callback runs with FINAL, then the
+//   request is released (RELEASE_ALL). Decoupled models: the request is
+//   released first, then one response per result with flags 0, then a NULL
+//   response with FINAL. Requests cancelled (or timed out) while queued are
+//   answered with a CANCELLED (or UNAVAILABLE "Request timeout expired")
+//   error response and released.
+// - Outputs are allocated through the request's response allocator (start,
+//   query, alloc functions; CPU memory id 0 requested) on the worker thread;
+//   the release function runs when the response is deleted.
+// - Native implementations replace the identity backend and the Python
+//   models of test/models (add_sub, repeat_int32, slow, fail, bytes_echo).
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <thread>
+
+#include "server.h"
+
+namespace tc {
+
+// ---------------------------------------------------------------------------
+// Model
+// ---------------------------------------------------------------------------
+Model::~Model()
+{
+  if (executor) {
+    std::lock_guard<std::mutex> lk(executor->mu);
+    executor->stop = true;
+    executor->cv.notify_all();
+  }
+}
+
+uint64_t
+Model::EffectivePriority(uint64_t requested) const
+{
+  if (requested == 0 || requested > spec.priority_levels) {
+    return spec.default_priority_level;
+  }
+  return requested;
+}
+
+// ---------------------------------------------------------------------------
+// Validation (InferenceRequest::Normalize in Triton)
+// ---------------------------------------------------------------------------
+namespace {
+
+int64_t
+ByteSizeOf(TRITONSERVER_DataType dt, const std::vector<int64_t>& dims)
+{
+  int64_t count = 1;
+  for (int64_t d : dims) {
+    if (d < 0) {
+      return -1;
+    }
+    if (d != 0 && count > INT64_MAX / d) {
+      return -1;
+    }
+    count *= d;
+  }
+  const int64_t es = static_cast<int64_t>(DataTypeByteSize(dt));
+  if (es != 0 && count > INT64_MAX / es) {
+    return -1;
+  }
+  return count * es;
+}
+
+Status
+ValidateBytesInput(
+    const TRITONSERVER_InferenceRequest& r, const RequestInput& in,
+    const std::vector<int64_t>& dims, const std::string& model_name)
+{
+  int64_t element_count = 1;
+  for (int64_t d : dims) {
+    element_count = d < 0 ? -1 : element_count * d;
+    if (element_count < 0) {
+      break;
+    }
+  }
+  int64_t checked = 0;
+  size_t remaining_element = 0;
+  size_t next = 0;
+  const char* buf = nullptr;
+  size_t remaining_buf = 0;
+  while (remaining_buf > 0 || next < in.chunks.size()) {
+    if (remaining_buf == 0) {
+      buf = in.chunks[next].base;
+      remaining_buf = in.chunks[next].size;
+      ++next;
+    }
+    if (remaining_element == 0) {
+      if (remaining_buf < sizeof(uint32_t)) {
+        return Err(
+            TRITONSERVER_ERROR_INVALID_ARG,
+            r.LogRequest() +
+                "incomplete string length indicator for inference input '" +
+                in.name + "' for model '" + model_name + "', expecting " +
+                std::to_string(sizeof(uint32_t)) + " bytes but only " +
+                std::to_string(remaining_buf) +
+                " bytes available. Please make sure the string length "
+                "indicator is in one buffer.");
+      }
+      uint32_t len;
+      std::memcpy(&len, buf, sizeof(len));  // little-endian hosts only
+      remaining_element = len;
+      ++checked;
+      if (checked > element_count) {
+        return Err(
+            TRITONSERVER_ERROR_INVALID_ARG,
+            r.LogRequest() + "unexpected number of string elements " +
+                std::to_string(checked) + " for inference input '" + in.name +
+                "' for model '" + model_name + "', expecting " +
+                std::to_string(element_count));
+      }
+      buf += sizeof(uint32_t);
+      remaining_buf -= sizeof(uint32_t);
+    }
+    if (remaining_buf >= remaining_element) {
+      buf += remaining_element;
+      remaining_buf -= remaining_element;
+      remaining_element = 0;
+    } else {
+      remaining_element -= remaining_buf;
+      remaining_buf = 0;
+    }
+  }
+  if (next != in.chunks.size()) {
+    return Err(
+        TRITONSERVER_ERROR_INVALID_ARG,
+        r.LogRequest() + "expected " + std::to_string(in.chunks.size()) +
+            " buffers for inference input '" + in.name + "' for model '" +
+            model_name + "', got " + std::to_string(next));
+  }
+  if (checked != element_count) {
+    return Err(
+        TRITONSERVER_ERROR_INVALID_ARG,
+        r.LogRequest() + "expected " + std::to_string(element_count) +
+            " string elements for inference input '" + in.name +
+            "' for model '" + model_name + "', got " +
+            std::to_string(checked));
+  }
+  return Status();
+}
+
+Status
+ValidateRequest(TRITONSERVER_InferenceRequest* r)
+{
+  const Model& m = *r->model;
+  const ModelSpec& spec = m.spec;
+  const std::string& model_name = m.name;
+
+  // Requested outputs.
+  r->outputs_to_send.clear();
+  if (r->requested_outputs.empty()) {
+    for (const auto& o : spec.outputs) {
+      r->outputs_to_send.push_back(o.name);
+    }
+  } else {
+    for (const auto& n : r->requested_outputs) {
+      if (spec.Output(n) == nullptr) {
+        return Err(
+            TRITONSERVER_ERROR_INVALID_ARG,
+            "unexpected inference output '" + n + "' for model '" +
+                model_name + "'");
+      }
+    }
+    for (const auto& o : spec.outputs) {
+      if (r->requested_outputs.count(o.name)) {
+        r->outputs_to_send.push_back(o.name);
+      }
+    }
+  }
+
+  // Input count.
+  const size_t required = spec.RequiredInputCount();
+  if (r->inputs.size() > spec.inputs.size() || r->inputs.size() < required) {
+    std::string missing = "[";
+    for (const auto& io : spec.inputs) {
+      if (!io.optional && r->inputs.count(io.name) == 0) {
+        missing += "'" + io.name + "',";
+      }
+    }
+    missing.pop_back();
+    missing += "]";
+    std::string got = "[";
+    for (const auto& p : r->inputs) {
+      got += "'" + p.first + "',";
+    }
+    got.pop_back();
+    got += "]";
+    if (r->inputs.empty()) {
+      got = "[]";
+    }
+    if (spec.inputs.size() == required) {
+      return Err(
+          TRITONSERVER_ERROR_INVALID_ARG,
+          r->LogRequest() + "expected " + std::to_string(spec.inputs.size()) +
+              " inputs but got " + std::to_string(r->inputs.size()) +
+              " inputs for model '" + model_name + "'. Got input(s) " + got +
+              ", but missing required input(s) " + missing +
+              ". Please provide all required input(s).");
+    }
+    return Err(
+        TRITONSERVER_ERROR_INVALID_ARG,
+        r->LogRequest() + "expected number of inputs between " +
+            std::to_string(required) + " and " +
+            std::to_string(spec.inputs.size()) + " but got " +
+            std::to_string(r->inputs.size()) + " inputs for model '" +
+            model_name + "'. Got input(s) " + got +
+            ", but missing required input(s) " + missing +
+            ". Please provide all required input(s).");
+  }
+
+  // Batch dimension.
+  std::map<std::string, std::vector<int64_t>> shapes;
+  r->batch_size = 0;
+  for (const auto& p : r->inputs) {
+    const RequestInput& in = p.second;
+    const IOSpec* io = spec.Input(in.name);
+    if (io == nullptr) {
+      return Err(
+          TRITONSERVER_ERROR_INVALID_ARG,
+          "unexpected inference input '" + in.name + "' for model '" +
+              model_name + "'");
+    }
+    if (spec.max_batch_size == 0 || io->is_shape_tensor) {
+      shapes[in.name] = in.shape;
+      continue;
+    }
+    if (in.shape.empty()) {
+      return Err(
+          TRITONSERVER_ERROR_INVALID_ARG,
+          r->LogRequest() + "input '" + in.name +
+              "' has no shape but model requires batch dimension for '" +
+              model_name + "'");
+    }
+    if (r->batch_size == 0) {
+      r->batch_size = in.shape[0];
+    } else if (in.shape[0] != r->batch_size) {
+      return Err(
+          TRITONSERVER_ERROR_INVALID_ARG,
+          r->LogRequest() + "input '" + in.name +
+              "' batch size does not match other inputs for '" + model_name +
+              "'");
+    }
+    shapes[in.name].assign(in.shape.begin() + 1, in.shape.end());
+  }
+  if (r->batch_size > spec.max_batch_size) {
+    return Err(
+        TRITONSERVER_ERROR_INVALID_ARG,
+        r->LogRequest() + "inference request batch-size must be <= " +
+            std::to_string(spec.max_batch_size) + " for '" + model_name + "'");
+  }
+
+  for (const auto& p : r->inputs) {
+    const RequestInput& in = p.second;
+    const IOSpec* io = spec.Input(in.name);
+    if (in.dtype != io->dtype) {
+      return Err(
+          TRITONSERVER_ERROR_INVALID_ARG,
+          r->LogRequest() + "inference input '" + in.name + "' data-type is '" +
+              DataTypeProtocolString(in.dtype) + "', but model '" +
+              model_name + "' expects '" + DataTypeProtocolString(io->dtype) +
+              "'");
+    }
+    std::vector<int64_t>& shape = shapes[in.name];
+    bool match = shape.size() == io->dims.size();
+    if (match) {
+      for (size_t i = 0; i < io->dims.size(); ++i) {
+        if (shape[i] == -1) {
+          return Err(
+              TRITONSERVER_ERROR_INVALID_ARG,
+              r->LogRequest() +
+                  "All input dimensions should be specified for input '" +
+                  in.name + "' for model '" + model_name + "', got " +
+                  DimsToString(in.shape));
+        }
+        if (io->dims[i] != -1 && io->dims[i] != shape[i]) {
+          match = false;
+          break;
+        }
+      }
+    }
+    if (!match) {
+      std::vector<int64_t> full;
+      std::string note;
+      if (spec.max_batch_size > 0) {
+        full.push_back(-1);
+        note =
+            "NOTE: Setting a non-zero max_batch_size in the model config "
+            "requires a batch dimension to be prepended to each input shape. "
+            "If you want to specify the full shape including the batch dim "
+            "in your input dims config, try setting max_batch_size to zero. "
+            "See the model configuration docs for more info on "
+            "max_batch_size.";
+      }
+      full.insert(full.end(), io->dims.begin(), io->dims.end());
+      return Err(
+          TRITONSERVER_ERROR_INVALID_ARG,
+          r->LogRequest() + "unexpected shape for input '" + in.name +
+              "' for model '" + model_name + "'. Expected " +
+              DimsToString(full) + ", got " + DimsToString(in.shape) + ". " +
+              note);
+    }
+    if (io->has_reshape) {
+      std::vector<int64_t> var;
+      for (size_t i = 0; i < io->dims.size(); ++i) {
+        if (io->dims[i] == -1) {
+          var.push_back(shape[i]);
+        }
+      }
+      std::vector<int64_t> reshaped;
+      size_t vi = 0;
+      for (int64_t d : io->reshape) {
+        reshaped.push_back(d == -1 && vi < var.size() ? var[vi++] : d);
+      }
+      shape = reshaped;
+    }
+    std::vector<int64_t> with_batch;
+    if (r->batch_size != 0 && !(io->is_shape_tensor)) {
+      with_batch.push_back(r->batch_size);
+    }
+    with_batch.insert(with_batch.end(), shape.begin(), shape.end());
+    for (const auto& c : in.chunks) {
+      if (c.mtype == TRITONSERVER_MEMORY_GPU) {
+        return Err(
+            TRITONSERVER_ERROR_UNSUPPORTED,
+            r->LogRequest() + "test core: input '" + in.name +
+                "' is in GPU memory, which this library cannot read");
+      }
+    }
+    if (in.dtype == TRITONSERVER_TYPE_BYTES) {
+      TC_RETURN_IF_ERROR(ValidateBytesInput(*r, in, with_batch, model_name));
+    } else {
+      const std::vector<int64_t>& dims =
+          io->is_shape_tensor ? in.shape : with_batch;
+      const int64_t expected = ByteSizeOf(in.dtype, dims);
+      if (in.total > static_cast<uint64_t>(LLONG_MAX) ||
+          static_cast<int64_t>(in.total) != expected) {
+        return Err(
+            TRITONSERVER_ERROR_INVALID_ARG,
+            r->LogRequest() + "input byte size mismatch for input '" +
+                in.name + "' for model '" + model_name + "'. Expected " +
+                std::to_string(expected) + ", got " +
+                std::to_string(in.total));
+      }
+    }
+  }
+  return Status();
+}
+
+void
+ReleaseRequest(TRITONSERVER_InferenceRequest* r)
+{
+  auto fn = r->release_fn;
+  void* userp = r->release_userp;
+  r->state = RequestState::kReleased;
+  fn(r, TRITONSERVER_REQUEST_RELEASE_ALL, userp);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// ExecContext
+// ---------------------------------------------------------------------------
+const ExecInput*
+ExecContext::Input(const std::string& name) const
+{
+  for (const auto& i : inputs) {
+    if (i.name == name) {
+      return &i;
+    }
+  }
+  return nullptr;
+}
+
+bool
+ExecContext::Requested(const std::string& output) const
+{
+  for (const auto& o : outputs_to_send) {
+    if (o == output) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void
+ExecContext::Send(std::vector<OutTensor> outs, const Status& err, uint32_t flags)
+{
+  const uint64_t now = NowNs();
+  if (compute_output_start_ns == 0) {
+    compute_output_start_ns = now;
+  }
+  auto* resp = new TRITONSERVER_InferenceResponse();
+  resp->model = model_;
+  resp->id = id;
+  resp->allocator = allocator;
+  resp->status = err;
+  TRITONSERVER_ResponseAllocator* alloc =
+      const_cast<TRITONSERVER_ResponseAllocator*>(allocator);
+  if (alloc->start_fn != nullptr) {
+    TRITONSERVER_Error* e = alloc->start_fn(alloc, alloc_userp);
+    if (e != nullptr) {
+      TC_LOG_ERROR(
+          "infer_response.cc", 104,
+          "response allocation start failed: " + e->msg);
+      delete e;
+    }
+  }
+  if (err.ok()) {
+    for (const auto& t : outs) {
+      if (!Requested(t.name)) {
+        continue;
+      }
+      size_t size = t.size();
+      TRITONSERVER_MemoryType mt = TRITONSERVER_MEMORY_CPU;
+      int64_t mid = 0;
+      if (alloc->query_fn != nullptr) {
+        size_t qsize = size;
+        TRITONSERVER_Error* e = alloc->query_fn(
+            alloc, alloc_userp, t.name.c_str(), &qsize, &mt, &mid);
+        if (e != nullptr) {
+          delete e;
+        }
+        mt = TRITONSERVER_MEMORY_CPU;
+        mid = 0;
+      }
+      ResponseOutput o;
+      o.name = t.name;
+      o.dtype = t.dtype;
+      o.shape = t.shape;
+      o.byte_size = size;
+      TRITONSERVER_MemoryType amt = mt;
+      int64_t amid = mid;
+      TRITONSERVER_Error* e = alloc->alloc_fn(
+          alloc, t.name.c_str(), size, mt, mid, alloc_userp, &o.base, &o.userp,
+          &amt, &amid);
+      o.mtype = amt;
+      o.mid = amid;
+      if (e != nullptr) {
+        resp->status = Status(e->code, e->msg);
+        delete e;
+        break;
+      }
+      if (size > 0 && o.base == nullptr) {
+        resp->hidden.push_back(o);
+        resp->status = Err(
+            TRITONSERVER_ERROR_INTERNAL,
+            "test core: the response allocator returned no buffer for "
+            "output '" + t.name + "'");
+        break;
+      }
+      if (amt == TRITONSERVER_MEMORY_GPU && size > 0) {
+        resp->hidden.push_back(o);
+        resp->status = Err(
+            TRITONSERVER_ERROR_UNSUPPORTED,
+            "test core: cannot write output '" + t.name +
+                "' to GPU memory");
+        break;
+      }
+      if (size > 0) {
+        std::memcpy(o.base, t.data(), size);
+      }
+      resp->outputs.push_back(std::move(o));
+    }
+    if (!resp->status.ok()) {
+      for (auto& o : resp->outputs) {
+        resp->hidden.push_back(std::move(o));
+      }
+      resp->outputs.clear();
+    }
+  }
+  const bool ok = resp->status.ok();
+  if (!ok) {
+    any_error = true;
+    if (resp->status.code() == TRITONSERVER_ERROR_CANCELLED) {
+      cancelled_error = true;
+    }
+  }
+  if (model_->spec.decoupled) {
+    const uint64_t start = last_response_ns ? last_response_ns : compute_input_end_ns;
+    std::lock_guard<std::mutex> lk(model_->stats.mu);
+    ResponseStat& rs = model_->stats.responses[responses_sent];
+    rs.compute_infer.Add(compute_output_start_ns > start ? now - start : 0);
+    rs.compute_output.Add(NowNs() - now);
+    if (!ok && resp->status.code() == TRITONSERVER_ERROR_CANCELLED) {
+      rs.cancel.Add(NowNs() - start);
+    } else if (!ok) {
+      rs.fail.Add(NowNs() - start);
+    } else {
+      rs.success.Add(NowNs() - start);
+    }
+  }
+  last_response_ns = NowNs();
+  ++responses_sent;
+  if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) {
+    final_sent = true;
+  }
+  response_fn(resp, flags, response_userp);
+}
+
+void
+ExecContext::SendFlags(uint32_t flags)
+{
+  if (model_->spec.decoupled && (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL)) {
+    const uint64_t start =
+        last_response_ns ? last_response_ns : compute_input_end_ns;
+    std::lock_guard<std::mutex> lk(model_->stats.mu);
+    model_->stats.responses[responses_sent].empty_response.Add(NowNs() - start);
+  }
+  if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) {
+    final_sent = true;
+  }
+  if (compute_output_start_ns == 0) {
+    compute_output_start_ns = NowNs();
+  }
+  response_fn(nullptr, flags, response_userp);
+}
+
+// ---------------------------------------------------------------------------
+// Worker
+// ---------------------------------------------------------------------------
+namespace {
+
+void
+RespondErrorAndRelease(
+    TRITONSERVER_InferenceRequest* r, const std::shared_ptr<Model>& model,
+    const Status& st)
+{
+  ExecContext ctx;
+  ctx.model_ = model;
+  ctx.shared = r->shared;
+  ctx.id = r->id;
+  ctx.allocator = r->allocator;
+  ctx.alloc_userp = r->alloc_userp;
+  ctx.response_fn = r->response_fn;
+  ctx.response_userp = r->response_userp;
+  ctx.Send({}, st, TRITONSERVER_RESPONSE_COMPLETE_FINAL);
+  ReleaseRequest(r);
+}
+
+void
+Process(const Job& job)
+{
+  TRITONSERVER_InferenceRequest* r = job.request;
+  std::shared_ptr<Model> model = r->model;
+  if (model->metrics) {
+    model->metrics->pending--;
+  }
+  const uint64_t start_ns = NowNs();
+  const uint64_t request_start_ns = r->request_start_ns;
+  r->state = RequestState::kExecuting;
+
+  // Cancelled or timed out while waiting in the queue.
+  if (r->shared->cancelled.load() ||
+      (job.deadline_ns != 0 && start_ns > job.deadline_ns)) {
+    const bool cancelled = r->shared->cancelled.load();
+    RespondErrorAndRelease(
+        r, model,
+        cancelled
+            ? Status(TRITONSERVER_ERROR_CANCELLED, "")
+            : Status(TRITONSERVER_ERROR_UNAVAILABLE, "Request timeout expired"));
+    {
+      std::lock_guard<std::mutex> lk(model->stats.mu);
+      model->stats.fail.Add(NowNs() - request_start_ns);
+    }
+    if (model->metrics) {
+      model->metrics->failure[cancelled ? kCanceled : kRejected]++;
+    }
+    return;
+  }
+
+  ExecContext ctx;
+  ctx.model_ = model;
+  ctx.shared = r->shared;
+  ctx.id = r->id;
+  ctx.allocator = r->allocator;
+  ctx.alloc_userp = r->alloc_userp;
+  ctx.response_fn = r->response_fn;
+  ctx.response_userp = r->response_userp;
+  ctx.outputs_to_send = r->outputs_to_send;
+  ctx.compute_start_ns = start_ns;
+  const bool decoupled = model->spec.decoupled;
+  const int64_t batch = std::max<int64_t>(1, r->batch_size);
+  for (const auto& p : r->inputs) {
+    const RequestInput& in = p.second;
+    ExecInput ei;
+    ei.name = in.name;
+    ei.dtype = in.dtype;
+    ei.shape = in.shape;
+    if (in.chunks.size() == 1 && !decoupled) {
+      ei.data = in.chunks[0].base;
+      ei.size = in.chunks[0].size;
+    } else {
+      ctx.owned.emplace_back();
+      std::vector<char>& buf = ctx.owned.back();
+      buf.reserve(in.total);
+      for (const auto& c : in.chunks) {
+        buf.insert(buf.end(), c.base, c.base + c.size);
+      }
+      ei.data = buf.data();
+      ei.size = buf.size();
+    }
+    ctx.inputs.push_back(std::move(ei));
+  }
+  ctx.compute_input_end_ns = NowNs();
+
+  if (decoupled) {
+    ReleaseRequest(r);  // 'r' belongs to the caller from here on
+    r = nullptr;
+  }
+  model->backend->Execute(&ctx);
+  if (!ctx.final_sent) {
+    ctx.SendFlags(TRITONSERVER_RESPONSE_COMPLETE_FINAL);
+  }
+  if (!decoupled) {
+    ReleaseRequest(r);
+    r = nullptr;
+  }
+  const uint64_t end_ns = NowNs();
+
+  std::lock_guard<std::mutex> lk(model->stats.mu);
+  ModelStats& st = model->stats;
+  st.execution_count++;
+  BatchStat& bs = st.batch[static_cast<uint64_t>(batch)];
+  bs.count++;
+  bs.input_ns += ctx.compute_input_end_ns - start_ns;
+  bs.infer_ns += ctx.compute_output_start_ns - ctx.compute_input_end_ns;
+  bs.output_ns += end_ns - ctx.compute_output_start_ns;
+  if (model->metrics) {
+    model->metrics->exec++;
+  }
+  if (!ctx.any_error) {
+    st.success.Add(end_ns - request_start_ns);
+    st.queue.Add(start_ns - job.enqueue_ns);
+    st.compute_input.Add(ctx.compute_input_end_ns - start_ns);
+    st.compute_infer.Add(ctx.compute_output_start_ns - ctx.compute_input_end_ns);
+    st.compute_output.Add(end_ns - ctx.compute_output_start_ns);
+    st.inference_count += static_cast<uint64_t>(batch);
+    st.last_inference_ms = NowSinceEpochMs();
+    if (model->metrics) {
+      MetricReporter& mr = *model->metrics;
+      mr.success++;
+      mr.count += static_cast<uint64_t>(batch);
+      mr.request_us += (end_ns - request_start_ns) / 1000;
+      mr.queue_us += (start_ns - job.enqueue_ns) / 1000;
+      mr.compute_input_us += (ctx.compute_input_end_ns - start_ns) / 1000;
+      mr.compute_infer_us +=
+          (ctx.compute_output_start_ns - ctx.compute_input_end_ns) / 1000;
+      mr.compute_output_us += (end_ns - ctx.compute_output_start_ns) / 1000;
+    }
+  } else {
+    st.fail.Add(end_ns - request_start_ns);
+    if (model->metrics) {
+      model->metrics->failure[kBackend]++;
+    }
+  }
+}
+
+}  // namespace
+
+void
+WorkerLoop(std::shared_ptr<Executor> ex)
+{
+  while (true) {
+    Job job;
+    {
+      std::unique_lock<std::mutex> lk(ex->mu);
+      ex->cv.wait(lk, [&] { return ex->stop || ex->queued > 0; });
+      if (ex->queued == 0) {
+        break;  // stopping and nothing left
+      }
+      auto it = ex->queues.begin();
+      while (it->second.empty()) {
+        ++it;
+      }
+      job = it->second.front();
+      it->second.pop_front();
+      ex->queued--;
+    }
+    Process(job);
+    {
+      std::lock_guard<std::mutex> lk(ex->mu);
+      ex->inflight--;
+    }
+    if (ex->on_change) {
+      ex->on_change();
+    }
+  }
+  std::function<void()> notify = ex->on_change;
+  ex->alive_threads--;
+  if (notify) {
+    notify();
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Native models
+// ---------------------------------------------------------------------------
+namespace {
+
+std::string
+SuffixAfter(const std::string& s, const std::string& prefix)
+{
+  if (s.compare(0, prefix.size(), prefix) == 0) {
+    return s.substr(prefix.size());
+  }
+  return std::string();
+}
+
+// Triton's identity backend: OUTPUTn is INPUTn (any type, any shape).
+class IdentityBackend : public Backend {
+ public:
+  explicit IdentityBackend(const ModelSpec& spec) : spec_(spec)
+  {
+    auto it = spec.parameters.find("execute_delay_ms");
+    if (it != spec.parameters.end()) {
+      delay_ms_ = std::atoi(it->second.c_str());
+    }
+  }
+  void Execute(ExecContext* ctx) override
+  {
+    if (delay_ms_ > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_));
+    }
+    std::vector<OutTensor> outs;
+    for (size_t i = 0; i < spec_.outputs.size(); ++i) {
+      const IOSpec& o = spec_.outputs[i];
+      if (!ctx->Requested(o.name)) {
+        continue;
+      }
+      const std::string suffix = SuffixAfter(o.name, "OUTPUT");
+      std::string in_name = "INPUT" + suffix;
+      if (spec_.Input(in_name) == nullptr && i < spec_.inputs.size()) {
+        in_name = spec_.inputs[i].name;
+      }
+      const ExecInput* in = ctx->Input(in_name);
+      if (in == nullptr) {
+        ctx->Send(
+            {},
+            Err(TRITONSERVER_ERROR_INVALID_ARG,
+                "identity model '" + spec_.name + "' has no input '" +
+                    in_name + "' for output '" + o.name + "'"),
+            TRITONSERVER_RESPONSE_COMPLETE_FINAL);
+        return;
+      }
+      OutTensor t;
+      t.name = o.name;
+      t.dtype = in->dtype;
+      t.shape = in->shape;
+      t.ext = in->data;
+      t.ext_size = in->size;
+      outs.push_back(std::move(t));
+    }
+    ctx->Send(std::move(outs), Status(), TRITONSERVER_RESPONSE_COMPLETE_FINAL);
+  }
+
+ private:
+  ModelSpec spec_;
+  int delay_ms_ = 0;
+};
+
+// Sleeps up to 'ms' in ~5 ms steps; false if the request got cancelled.
+bool
+SleepUnlessCancelled(ExecContext* ctx, uint32_t ms)
+{
+  const auto end =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (std::chrono::steady_clock::now() < end) {
+    if (ctx->IsCancelled()) {
+      return false;
+    }
+    const auto left = end - std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(
+        std::min<std::chrono::steady_clock::duration>(
+            left, std::chrono::milliseconds(5)));
+  }
+  return !ctx->IsCancelled();
+}
+
+uint32_t
+ReadU32(const ExecInput* in, uint32_t dflt)
+{
+  if (in == nullptr || in->size < sizeof(uint32_t)) {
+    return dflt;
+  }
+  uint32_t v;
+  std::memcpy(&v, in->data, sizeof(v));
+  return v;
+}
+
+Status
+CancelledStatus()
+{
+  return Err(TRITONSERVER_ERROR_CANCELLED, "request cancelled");
+}
+
+class AddSubBackend : public Backend {
+ public:
+  void Execute(ExecContext* ctx) override
+  {
+    const ExecInput* a = ctx->Input("INPUT0");
+    const ExecInput* b = ctx->Input("INPUT1");
+    if (a->size != b->size) {
+      ctx->Send(
+          {},
+          Err(TRITONSERVER_ERROR_INTERNAL,
+              "operands could not be broadcast together"),
+          TRITONSERVER_RESPONSE_COMPLETE_FINAL);
+      return;
+    }
+    const size_t n = a->size / sizeof(float);
+    OutTensor sum{"OUTPUT0", TRITONSERVER_TYPE_FP32, a->shape, {}, nullptr, 0};
+    OutTensor diff{"OUTPUT1", TRITONSERVER_TYPE_FP32, a->shape, {}, nullptr, 0};
+    sum.owned.resize(n * sizeof(float));
+    diff.owned.resize(n * sizeof(float));
+    for (size_t i = 0; i < n; ++i) {
+      float x, y;
+      std::memcpy(&x, a->data + i * sizeof(float), sizeof(float));
+      std::memcpy(&y, b->data + i * sizeof(float), sizeof(float));
+      const float s = x + y, d = x - y;
+      std::memcpy(sum.owned.data() + i * sizeof(float), &s, sizeof(float));
+      std::memcpy(diff.owned.data() + i * sizeof(float), &d, sizeof(float));
+    }
+    std::vector<OutTensor> outs;
+    outs.push_back(std::move(sum));
+    outs.push_back(std::move(diff));
+    ctx->Send(std::move(outs), Status(), TRITONSERVER_RESPONSE_COMPLETE_FINAL);
+  }
+};
+
+class RepeatBackend : public Backend {
+ public:
+  void Execute(ExecContext* ctx) override
+  {
+    const ExecInput* in = ctx->Input("IN");
+    const uint32_t delay = ReadU32(ctx->Input("DELAY_MS"), 0);
+    const size_t n = in->size / sizeof(int32_t);
+    for (size_t i = 0; i < n; ++i) {
+      if (!SleepUnlessCancelled(ctx, delay)) {
+        ctx->Send({}, CancelledStatus(), TRITONSERVER_RESPONSE_COMPLETE_FINAL);
+        return;
+      }
+      OutTensor t{"OUT", TRITONSERVER_TYPE_INT32, {1}, {}, nullptr, 0};
+      t.owned.assign(
+          in->data + i * sizeof(int32_t), in->data + (i + 1) * sizeof(int32_t));
+      std::vector<OutTensor> outs;
+      outs.push_back(std::move(t));
+      ctx->Send(std::move(outs), Status(), 0);
+    }
+    ctx->SendFlags(TRITONSERVER_RESPONSE_COMPLETE_FINAL);
+  }
+};
+
+class SlowBackend : public Backend {
+ public:
+  void Execute(ExecContext* ctx) override
+  {
+    const ExecInput* in = ctx->Input("INPUT0");
+    const uint32_t delay = ReadU32(ctx->Input("DELAY_MS"), 0);
+    if (!SleepUnlessCancelled(ctx, delay)) {
+      ctx->Send({}, CancelledStatus(), TRITONSERVER_RESPONSE_COMPLETE_FINAL);
+      return;
+    }
+    OutTensor t{"OUTPUT0", in->dtype, in->shape, {}, in->data, in->size};
+    std::vector<OutTensor> outs;
+    outs.push_back(std::move(t));
+    ctx->Send(std::move(outs), Status(), TRITONSERVER_RESPONSE_COMPLETE_FINAL);
+  }
+};
+
+class FailBackend : public Backend {
+ public:
+  void Execute(ExecContext* ctx) override
+  {
+    ctx->Send(
+        {}, Err(TRITONSERVER_ERROR_INTERNAL, "fail model always fails"),
+        TRITONSERVER_RESPONSE_COMPLETE_FINAL);
+  }
+};
+
+class BytesEchoBackend : public Backend {
+ public:
+  void Execute(ExecContext* ctx) override
+  {
+    const ExecInput* in = ctx->Input("INPUT0");
+    OutTensor t{"OUTPUT0", TRITONSERVER_TYPE_BYTES, in->shape, {}, in->data, in->size};
+    std::vector<OutTensor> outs;
+    outs.push_back(std::move(t));
+    ctx->Send(std::move(outs), Status(), TRITONSERVER_RESPONSE_COMPLETE_FINAL);
+  }
+};
+
+// Checks that the configuration has the tensors a native Python model
+// implementation relies on.
+Status
+Expect(
+    const ModelSpec& spec, bool input, const std::string& name,
+    TRITONSERVER_DataType dtype, bool optional_ok = false)
+{
+  const IOSpec* io = input ? spec.Input(name) : spec.Output(name);
+  if (io == nullptr) {
+    return Err(
+        TRITONSERVER_ERROR_INTERNAL,
+        "test core: python model '" + spec.name + "' needs " +
+            (input ? "input '" : "output '") + name + "' in its configuration");
+  }
+  if (io->dtype != dtype) {
+    return Err(
+        TRITONSERVER_ERROR_INTERNAL,
+        "test core: python model '" + spec.name + "' needs " +
+            (input ? "input '" : "output '") + name + "' of type " +
+            DataTypeConfigString(dtype) + ", got " +
+            DataTypeConfigString(io->dtype));
+  }
+  if (input && io->optional && !optional_ok) {
+    return Err(
+        TRITONSERVER_ERROR_INTERNAL,
+        "test core: python model '" + spec.name + "' needs input '" + name +
+            "' to be required");
+  }
+  return Status();
+}
+
+Status
+CreatePythonBackend(const ModelSpec& spec, std::unique_ptr<Backend>* out)
+{
+  const std::string& n = spec.name;
+  const bool wants_decoupled = (n == "repeat_int32");
+  if (n == "add_sub") {
+    TC_RETURN_IF_ERROR(Expect(spec, true, "INPUT0", TRITONSERVER_TYPE_FP32));
+    TC_RETURN_IF_ERROR(Expect(spec, true, "INPUT1", TRITONSERVER_TYPE_FP32));
+    TC_RETURN_IF_ERROR(Expect(spec, false, "OUTPUT0", TRITONSERVER_TYPE_FP32));
+    TC_RETURN_IF_ERROR(Expect(spec, false, "OUTPUT1", TRITONSERVER_TYPE_FP32));
+    out->reset(new AddSubBackend());
+  } else if (n == "repeat_int32") {
+    TC_RETURN_IF_ERROR(Expect(spec, true, "IN", TRITONSERVER_TYPE_INT32));
+    TC_RETURN_IF_ERROR(Expect(spec, false, "OUT", TRITONSERVER_TYPE_INT32));
+    if (spec.Input("DELAY_MS") != nullptr) {
+      TC_RETURN_IF_ERROR(
+          Expect(spec, true, "DELAY_MS", TRITONSERVER_TYPE_UINT32, true));
+    }
+    out->reset(new RepeatBackend());
+  } else if (n == "slow") {
+    TC_RETURN_IF_ERROR(Expect(spec, true, "INPUT0", TRITONSERVER_TYPE_FP32));
+    TC_RETURN_IF_ERROR(Expect(spec, true, "DELAY_MS", TRITONSERVER_TYPE_UINT32));
+    TC_RETURN_IF_ERROR(Expect(spec, false, "OUTPUT0", TRITONSERVER_TYPE_FP32));
+    out->reset(new SlowBackend());
+  } else if (n == "fail") {
+    out->reset(new FailBackend());
+  } else if (n == "bytes_echo") {
+    TC_RETURN_IF_ERROR(Expect(spec, true, "INPUT0", TRITONSERVER_TYPE_BYTES));
+    TC_RETURN_IF_ERROR(Expect(spec, false, "OUTPUT0", TRITONSERVER_TYPE_BYTES));
+    out->reset(new BytesEchoBackend());
+  } else {
+    return Err(
+        TRITONSERVER_ERROR_INTERNAL,
+        "test core: python model '" + n +
+            "' has no native implementation (known python models: add_sub, "
+            "repeat_int32, slow, fail, bytes_echo)");
+  }
+  if (spec.decoupled != wants_decoupled) {
+    out->reset();
+    return Err(
+        TRITONSERVER_ERROR_INTERNAL,
+        "test core: python model '" + n + "' must " +
+            (wants_decoupled ? "" : "not ") +
+            "use model_transaction_policy { decoupled: true }");
+  }
+  return Status();
+}
+
+}  // namespace
+
+Status
+CreateBackend(const ModelSpec& spec, std::unique_ptr<Backend>* out)
+{
+  if (spec.backend == "identity") {
+    if (spec.decoupled) {
+      return Err(
+          TRITONSERVER_ERROR_INVALID_ARG,
+          "test core: identity model '" + spec.name +
+              "' does not support decoupled transaction policy");
+    }
+    for (const auto& o : spec.outputs) {
+      const std::string in = "INPUT" + SuffixAfter(o.name, "OUTPUT");
+      const IOSpec* io = spec.Input(in);
+      if (io != nullptr && io->dtype != o.dtype) {
+        return Err(
+            TRITONSERVER_ERROR_INVALID_ARG,
+            "test core: identity model '" + spec.name + "' output '" + o.name +
+                "' must have the data type of input '" + in + "'");
+      }
+    }
+    out->reset(new IdentityBackend(spec));
+    return Status();
+  }
+  if (spec.backend == "python") {
+    return CreatePythonBackend(spec, out);
+  }
+  return Err(
+      TRITONSERVER_ERROR_INVALID_ARG,
+      "unable to find backend library for backend '" + spec.backend +
+          "', try specifying runtime on the model configuration.");
+}
+
+}  // namespace tc
+
+// ---------------------------------------------------------------------------
+// C API: requests
+// ---------------------------------------------------------------------------
+using tc::Err;
+using tc::NullArg;
+
+extern "C" {
+
+TRITONSERVER_Error*
+TRITONSERVER_InferenceRequestNew(
+    TRITONSERVER_InferenceRequest** inference_request,
+    TRITONSERVER_Server* server, const char* model_name,
+    const int64_t model_version)
+{
+  if (inference_request == nullptr) return NullArg("inference_request");
+  if (server == nullptr) return NullArg("server");
+  if (model_name == nullptr) return NullArg("model_name");
+  std::shared_ptr<tc::Model> model;
+  tc::Status s = server->core->GetModel(model_name, model_version, &model);
+  if (!s.ok()) {
+    return s.ToError();
+  }
+  auto* r = new TRITONSERVER_InferenceRequest();
+  r->model = std::move(model);
+  r->requested_version = model_version;
+  *inference_request = r;
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONSERVER_InferenceRequestDelete(
+    TRITONSERVER_InferenceRequest* inference_request)
+{
+  delete inference_request;
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONSERVER_InferenceRequestSetId(
+    TRITONSERVER_InferenceRequest* inference_request, const char* id)
+{
+  if (inference_request == nullptr) return NullArg("inference_request");
+  if (id == nullptr) return NullArg("id");
+  inference_request->id = id;
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONSERVER_InferenceRequestSetFlags(
+    TRITONSERVER_InferenceRequest* inference_request, uint32_t flags)
+{
+  if (inference_request == nullptr) return NullArg("inference_request");
+  inference_request->flags = flags;
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONSERVER_InferenceRequestSetCorrelationId(
+    TRITONSERVER_InferenceRequest* inference_request, uint64_t correlation_id)
+{
+  if (inference_request == nullptr) return NullArg("inference_request");
+  inference_request->corr_is_string = false;
+  inference_request->corr_u = correlation_id;
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONSERVER_InferenceRequestSetCorrelationIdString(
+    TRITONSERVER_InferenceRequest* inference_request,
+    const char* correlation_id)
+{
+  if (inference_request == nullptr) return NullArg("inference_request");
+  if (correlation_id == nullptr) return NullArg("correlation_id");
+  if (std::strlen(correlation_id) > 128) {
+    return tc::NewError(
+        TRITONSERVER_ERROR_UNSUPPORTED,
+        "string correlation ID cannot be longer than 128 characters");
+  }
+  inference_request->corr_is_string = true;
+  inference_request->corr_s = correlation_id;
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONSERVER_InferenceRequestSetPriority(
+    TRITONSERVER_InferenceRequest* inference_request, uint32_t priority)
+{
+  if (inference_request == nullptr) return NullArg("inference_request");
+  inference_request->priority =
+      inference_request->model->EffectivePriority(priority);
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONSERVER_InferenceRequestSetTimeoutMicroseconds(
+    TRITONSERVER_InferenceRequest* inference_request, uint64_t timeout_us)
+{
+  if (inference_request == nullptr) return NullArg("inference_request");
+  inference_request->timeout_us = timeout_us;
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONSERVER_InferenceRequestAddInput(
+    TRITONSERVER_InferenceRequest* inference_request, const char* name,
+    const TRITONSERVER_DataType datatype, const int64_t* shape,
+    uint64_t dim_count)
+{
+  if (inference_request == nullptr) return NullArg("inference_request");
+  if (name == nullptr) return NullArg("name");
+  if (shape == nullptr && dim_count > 0) return NullArg("shape");
+  if (inference_request->inputs.count(name) != 0) {
+    return tc::NewError(
+        TRITONSERVER_ERROR_INVALID_ARG,
+        inference_request->LogRequest() + "input '" + name +
+            "' already exists in request");
+  }
+  tc::RequestInput in;
+  in.name = name;
+  const int dt = static_cast<int>(datatype);
+  in.dtype = (dt >= 0 && dt <= 14) ? datatype : TRITONSERVER_TYPE_INVALID;
+  if (dim_count > 0) {
+    in.shape.assign(shape, shape + dim_count);
+  }
+  inference_request->inputs.emplace(in.name, std::move(in));
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONSERVER_InferenceRequestAppendInputData(
+    TRITONSERVER_InferenceRequest* inference_request, const char* name,
+    const void* base, size_t byte_size, TRITONSERVER_MemoryType memory_type,
+    int64_t memory_type_id)
+{
+  if (inference_request == nullptr) return NullArg("inference_request");
+  if (name == nullptr) return NullArg("name");
+  auto it = inference_request->inputs.find(name);
+  if (it == inference_request->inputs.end()) {
+    return tc::NewError(
+        TRITONSERVER_ERROR_INVALID_ARG,
+        inference_request->LogRequest() + "input '" + name +
+            "' does not exist in request");
+  }
+  if (base == nullptr && byte_size > 0) return NullArg("base");
+  if (byte_size > 0) {
+    it->second.chunks.push_back(tc::InputChunk{
+        static_cast<const char*>(base), byte_size, memory_type,
+        memory_type_id});
+    it->second.total += byte_size;
+  }
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONSERVER_InferenceRequestAddRequestedOutput(
+    TRITONSERVER_InferenceRequest* inference_request, const char* name)
+{
+  if (inference_request == nullptr) return NullArg("inference_request");
+  if (name == nullptr) return NullArg("name");
+  inference_request->requested_outputs.insert(name);
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONSERVER_InferenceRequestSetReleaseCallback(
+    TRITONSERVER_InferenceRequest* inference_request,
+    TRITONSERVER_InferenceRequestReleaseFn_t request_release_fn,
+    void* request_release_userp)
+{
+  if (inference_request == nullptr) return NullArg("inference_request");
+  inference_request->release_fn = request_release_fn;
+  inference_request->release_userp = request_release_userp;
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONSERVER_InferenceRequestSetResponseCallback(
+    TRITONSERVER_InferenceRequest* inference_request,
+    TRITONSERVER_ResponseAllocator* response_allocator,
+    void* response_allocator_userp,
+    TRITONSERVER_InferenceResponseCompleteFn_t response_fn,
+    void* response_userp)
+{
+  if (inference_request == nullptr) return NullArg("inference_request");
+  inference_request->allocator = response_allocator;
+  inference_request->alloc_userp = response_allocator_userp;
+  inference_request->response_fn = response_fn;
+  inference_request->response_userp = response_userp;
+  return nullptr;
+}
+
+namespace {
+TRITONSERVER_Parameter
+MakeParam(const char* key, TRITONSERVER_ParameterType type)
+{
+  TRITONSERVER_Parameter p;
+  p.name = key;
+  p.type = type;
+  return p;
+}
+}  // namespace
+
+TRITONSERVER_Error*
+TRITONSERVER_InferenceRequestSetStringParameter(
+    TRITONSERVER_InferenceRequest* request, const char* key, const char* value)
+{
+  if (request == nullptr) return NullArg("request");
+  if (key == nullptr) return NullArg("key");
+  if (value == nullptr) return NullArg("value");
+  TRITONSERVER_Parameter p = MakeParam(key, TRITONSERVER_PARAMETER_STRING);
+  p.str = value;
+  request->params.push_back(std::move(p));
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONSERVER_InferenceRequestSetIntParameter(
+    TRITONSERVER_InferenceRequest* request, const char* key,
+    const int64_t value)
+{
+  if (request == nullptr) return NullArg("request");
+  if (key == nullptr) return NullArg("key");
+  TRITONSERVER_Parameter p = MakeParam(key, TRITONSERVER_PARAMETER_INT);
+  p.i = value;
+  request->params.push_back(std::move(p));
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONSERVER_InferenceRequestSetBoolParameter(
+    TRITONSERVER_InferenceRequest* request, const char* key, const bool value)
+{
+  if (request == nullptr) return NullArg("request");
+  if (key == nullptr) return NullArg("key");
+  TRITONSERVER_Parameter p = MakeParam(key, TRITONSERVER_PARAMETER_BOOL);
+  p.b = value;
+  request->params.push_back(std::move(p));
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONSERVER_InferenceRequestSetDoubleParameter(
+    TRITONSERVER_InferenceRequest* request, const char* key,
+    const double value)
+{
+  if (request == nullptr) return NullArg("request");
+  if (key == nullptr) return NullArg("key");
+  TRITONSERVER_Parameter p = MakeParam(key, TRITONSERVER_PARAMETER_DOUBLE);
+  p.d = value;
+  request->params.push_back(std::move(p));
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONSERVER_InferenceRequestCancel(
+    TRITONSERVER_InferenceRequest* inference_request)
+{
+  if (inference_request == nullptr) return NullArg("inference_request");
+  std::shared_ptr<tc::RequestShared> shared = inference_request->shared;
+  if (!shared) {
+    return tc::NewError(
+        TRITONSERVER_ERROR_INTERNAL,
+        "It is not possible to cancel an inference request before calling "
+        "TRITONSERVER_InferAsync.");
+  }
+  shared->cancelled = true;
+  return nullptr;
+}
+
+// ---------------------------------------------------------------------------
+// C API: responses
+// ---------------------------------------------------------------------------
+TRITONSERVER_Error*
+TRITONSERVER_InferenceResponseDelete(
+    TRITONSERVER_InferenceResponse* inference_response)
+{
+  if (inference_response == nullptr) {
+    return nullptr;
+  }
+  auto* alloc =
+      const_cast<TRITONSERVER_ResponseAllocator*>(inference_response->allocator);
+  auto release = [&](const tc::ResponseOutput& o) {
+    if (o.base != nullptr && alloc != nullptr && alloc->release_fn != nullptr) {
+      TRITONSERVER_Error* e = alloc->release_fn(
+          alloc, o.base, o.userp, o.byte_size, o.mtype, o.mid);
+      if (e != nullptr) {
+        TC_LOG_ERROR(
+            "infer_response.cc", 437,
+            "failed to release buffer for output '" + o.name + "': " + e->msg);
+        delete e;
+      }
+    }
+  };
+  for (const auto& o : inference_response->outputs) {
+    release(o);
+  }
+  for (const auto& o : inference_response->hidden) {
+    release(o);
+  }
+  delete inference_response;
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONSERVER_InferenceResponseError(
+    TRITONSERVER_InferenceResponse* inference_response)
+{
+  if (inference_response == nullptr) return NullArg("inference_response");
+  return inference_response->status.ToError();
+}
+
+TRITONSERVER_Error*
+TRITONSERVER_InferenceResponseModel(
+    TRITONSERVER_InferenceResponse* inference_response, const char** model_name,
+    int64_t* model_version)
+{
+  if (inference_response == nullptr) return NullArg("inference_response");
+  if (model_name == nullptr) return NullArg("model_name");
+  if (model_version == nullptr) return NullArg("model_version");
+  *model_name = inference_response->model->name.c_str();
+  *model_version = inference_response->model->version;
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONSERVER_InferenceResponseId(
+    TRITONSERVER_InferenceResponse* inference_response, const char** request_id)
+{
+  if (inference_response == nullptr) return NullArg("inference_response");
+  if (request_id == nullptr) return NullArg("request_id");
+  *request_id = inference_response->id.c_str();
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONSERVER_InferenceResponseParameterCount(
+    TRITONSERVER_InferenceResponse* inference_response, uint32_t* count)
+{
+  if (inference_response == nullptr) return NullArg("inference_response");
+  if (count == nullptr) return NullArg("count");
+  *count = static_cast<uint32_t>(inference_response->params.size());
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONSERVER_InferenceResponseParameter(
+    TRITONSERVER_InferenceResponse* inference_response, const uint32_t index,
+    const char** name, TRITONSERVER_ParameterType* type, const void** vvalue)
+{
+  if (inference_response == nullptr) return NullArg("inference_response");
+  if (name == nullptr) return NullArg("name");
+  if (type == nullptr) return NullArg("type");
+  if (vvalue == nullptr) return NullArg("vvalue");
+  const auto& params = inference_response->params;
+  if (index >= params.size()) {
+    return tc::NewError(
+        TRITONSERVER_ERROR_INVALID_ARG,
+        "out of bounds index " + std::to_string(index) + ": response has " +
+            std::to_string(params.size()) + " parameters");
+  }
+  *name = params[index].name.c_str();
+  *type = params[index].type;
+  *vvalue = params[index].ValuePointer();
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONSERVER_InferenceResponseOutputCount(
+    TRITONSERVER_InferenceResponse* inference_response, uint32_t* count)
+{
+  if (inference_response == nullptr) return NullArg("inference_response");
+  if (count == nullptr) return NullArg("count");
+  *count = static_cast<uint32_t>(inference_response->outputs.size());
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONSERVER_InferenceResponseOutput(
+    TRITONSERVER_InferenceResponse* inference_response, const uint32_t index,
+    const char** name, TRITONSERVER_DataType* datatype, const int64_t** shape,
+    uint64_t* dim_count, const void** base, size_t* byte_size,
+    TRITONSERVER_MemoryType* memory_type, int64_t* memory_type_id, void** userp)
+{
+  if (inference_response == nullptr) return NullArg("inference_response");
+  if (name == nullptr || datatype == nullptr || shape == nullptr ||
+      dim_count == nullptr || base == nullptr || byte_size == nullptr ||
+      memory_type == nullptr || memory_type_id == nullptr || userp == nullptr) {
+    return NullArg("output pointer");
+  }
+  const auto& outs = inference_response->outputs;
+  if (index >= outs.size()) {
+    return tc::NewError(
+        TRITONSERVER_ERROR_INVALID_ARG,
+        "out of bounds index " + std::to_string(index) + ": response has " +
+            std::to_string(outs.size()) + " outputs");
+  }
+  const tc::ResponseOutput& o = outs[index];
+  *name = o.name.c_str();
+  *datatype = o.dtype;
+  *shape = o.shape.data();
+  *dim_count = o.shape.size();
+  *base = o.base;
+  *byte_size = o.byte_size;
+  *memory_type = o.mtype;
+  *memory_type_id = o.mid;
+  *userp = o.userp;
+  return nullptr;
+}
+
+// ---------------------------------------------------------------------------
+// C API: ServerInferAsync
+// ---------------------------------------------------------------------------
+TRITONSERVER_Error*
+TRITONSERVER_ServerInferAsync(
+    TRITONSERVER_Server* server,
+    TRITONSERVER_InferenceRequest* inference_request,
+    TRITONSERVER_InferenceTrace* trace)
+{
+  if (server == nullptr) return NullArg("server");
+  if (inference_request == nullptr) return NullArg("inference_request");
+  TRITONSERVER_InferenceRequest* r = inference_request;
+  tc::ServerCore& core = *server->core;
+  const tc::ServerState ss = core.state.load();
+  if (ss != tc::ServerState::kReady && ss != tc::ServerState::kExiting) {
+    return tc::NewError(TRITONSERVER_ERROR_UNAVAILABLE, "Server not ready");
+  }
+  const tc::RequestState rs = r->state.load();
+  if (rs == tc::RequestState::kPending || rs == tc::RequestState::kExecuting) {
+    return tc::NewError(
+        TRITONSERVER_ERROR_INTERNAL,
+        r->LogRequest() + "Invalid request state transition from " +
+            (rs == tc::RequestState::kPending ? "PENDING" : "EXECUTING") +
+            " to INITIALIZED");
+  }
+  // A new response factory (and cancellation state) for every submission.
+  r->shared = std::make_shared<tc::RequestShared>();
+  if (r->release_fn == nullptr) {
+    return tc::NewError(
+        TRITONSERVER_ERROR_INVALID_ARG,
+        r->LogRequest() +
+            "test core: a request release callback must be set before "
+            "TRITONSERVER_ServerInferAsync");
+  }
+  if (r->response_fn == nullptr || r->allocator == nullptr) {
+    return tc::NewError(
+        TRITONSERVER_ERROR_INVALID_ARG,
+        r->LogRequest() +
+            "test core: a response callback and allocator must be set "
+            "before TRITONSERVER_ServerInferAsync");
+  }
+  tc::Status s = tc::ValidateRequest(r);
+  if (!s.ok()) {
+    r->state = tc::RequestState::kInitialized;
+    return s.ToError();
+  }
+  if (trace != nullptr) {
+    return tc::NewError(
+        TRITONSERVER_ERROR_UNSUPPORTED, "inference tracing not supported");
+  }
+
+  std::shared_ptr<tc::Model> model = r->model;
+  tc::Executor& ex = *model->executor;
+  tc::Job job;
+  job.request = r;
+  job.enqueue_ns = tc::NowNs();
+  r->request_start_ns = job.enqueue_ns;
+  uint64_t timeout_us = 0;
+  if (model->spec.dynamic_batching) {
+    timeout_us = model->spec.default_timeout_us;
+    if (model->spec.allow_timeout_override && r->timeout_us != 0 &&
+        r->timeout_us < timeout_us) {
+      timeout_us = r->timeout_us;
+    }
+  }
+  job.deadline_ns = timeout_us == 0 ? 0 : job.enqueue_ns + timeout_us * 1000;
+  {
+    std::lock_guard<std::mutex> lk(ex.mu);
+    if (model->spec.max_queue_size != 0 &&
+        ex.queued >= model->spec.max_queue_size) {
+      r->state = tc::RequestState::kFailedEnqueue;
+      return tc::NewError(
+          TRITONSERVER_ERROR_UNAVAILABLE,
+          r->LogRequest() + "Exceeds maximum queue size");
+    }
+    r->state = tc::RequestState::kPending;
+    if (model->metrics) {
+      model->metrics->pending++;
+    }
+    ex.queues[r->priority == 0 ? model->EffectivePriority(0) : r->priority]
+        .push_back(job);
+    ex.queued++;
+    ex.inflight++;
+  }
+  ex.cv.notify_one();
+  return nullptr;
+}
+
+}  // extern "C"
