@@ -128,6 +128,45 @@ ModelTimestamp(const std::string& dir, const std::string& config_path)
   return t;
 }
 
+// Latest modification of a version directory and of the model directory's
+// files other than the configuration (what decides whether a loaded version
+// must be reloaded when only its configuration may have changed).
+int64_t
+VersionTimestamp(const std::string& dir, int64_t version)
+{
+  const std::string vdir = dir + "/" + std::to_string(version);
+  int64_t t = MtimeNs(vdir);
+  std::set<std::string> entries;
+  if (ListDir(vdir, false, &entries).ok()) {
+    for (const auto& e : entries) {
+      t = std::max(t, MtimeNs(vdir + "/" + e));
+    }
+  }
+  entries.clear();
+  if (ListDir(dir, false, &entries).ok()) {
+    for (const auto& e : entries) {
+      if (e != "config.pbtxt" && e != "configs" && !IsDir(dir + "/" + e)) {
+        t = std::max(t, MtimeNs(dir + "/" + e));
+      }
+    }
+  }
+  return t;
+}
+
+// The configuration as compared by Triton to decide whether a loaded model
+// needs a reload: without the version policy, with normalized instance
+// groups.
+std::string
+ReloadSignature(const PMsg& config)
+{
+  PMsg c = config;
+  c.Clear("version_policy");
+  if (!NormalizeAndValidateInstanceGroups(&c).ok()) {
+    return std::string();
+  }
+  return ConfigToJson(c).Serialize();
+}
+
 int
 RemoveEntry(const char* path, const struct stat*, int, struct FTW*)
 {
@@ -530,6 +569,8 @@ ServerCore::CreateModel(
   m->spec = std::move(spec);
   m->config = std::move(config);
   m->path = info.path;
+  m->repo_config_json = ReloadSignature(info.config);
+  m->version_mtime = VersionTimestamp(info.path, version);
   m->keepalive = info.tempdir;
   m->backend = std::move(backend);
   if (opts.metrics) {
@@ -635,7 +676,27 @@ ServerCore::LoadVersions(const ModelInfo& info)
   std::map<int64_t, std::shared_ptr<Model>> created;
   std::string reason;
   std::map<int64_t, Status> failures;
+  // Like Triton, a READY version whose files and configuration (apart from
+  // the version policy) are unchanged is kept as it is instead of being
+  // reloaded (Triton also updates instance groups in place; the test core
+  // reloads when they change).
+  std::set<int64_t> kept;
+  {
+    const std::string cfg = ReloadSignature(info.config);
+    std::lock_guard<std::mutex> lk(mu);
+    for (int64_t v : versions) {
+      const VersionSlot& slot = lifecycle[name][v];
+      if (slot.state == ReadyState::kReady && slot.model &&
+          slot.model->path == info.path && slot.model->repo_config_json == cfg &&
+          slot.model->version_mtime == VersionTimestamp(info.path, v)) {
+        kept.insert(v);
+      }
+    }
+  }
   for (int64_t v : versions) {
+    if (kept.count(v) != 0) {
+      continue;
+    }
     std::shared_ptr<Model> m;
     Status s = CreateModel(info, v, &m);
     if (s.ok()) {
@@ -684,7 +745,8 @@ ServerCore::LoadVersions(const ModelInfo& info)
     std::lock_guard<std::mutex> lk(mu);
     auto& vmap = lifecycle[name];
     for (auto& v : vmap) {
-      if (v.second.state == ReadyState::kReady && created.count(v.first) == 0) {
+      if (v.second.state == ReadyState::kReady && created.count(v.first) == 0 &&
+          kept.count(v.first) == 0) {
         v.second.state = ReadyState::kUnloading;
         released.push_back(std::move(v.second.model));
         v.second.model.reset();

@@ -188,6 +188,8 @@ class Model {
   ModelSpec spec;
   PMsg config;
   std::string path;
+  std::string repo_config_json;  // configuration as polled (for reloads)
+  int64_t version_mtime = 0;     // timestamp of the version's files
   std::shared_ptr<void> keepalive;  // e.g. a temporary model directory
   std::unique_ptr<Backend> backend;
   std::shared_ptr<Executor> executor;
