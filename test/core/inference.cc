@@ -110,7 +110,7 @@ ValidateBytesInput(
                 " bytes available. Please make sure the string length "
                 "indicator is in one buffer.");
       }
-      uint32_t len;
+      uint32_t len = 0;
       std::memcpy(&len, buf, sizeof(len));  // little-endian hosts only
       remaining_element = len;
       ++checked;
@@ -795,7 +795,7 @@ ReadU32(const ExecInput* in, uint32_t dflt)
   if (in == nullptr || in->size < sizeof(uint32_t)) {
     return dflt;
   }
-  uint32_t v;
+  uint32_t v = 0;
   std::memcpy(&v, in->data, sizeof(v));
   return v;
 }

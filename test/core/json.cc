@@ -377,14 +377,14 @@ class Parser {
     const std::string num = t_.substr(start, p_ - start);
     if (integral) {
       if (num[0] == '-') {
-        int64_t v;
+        int64_t v = 0;
         auto r = std::from_chars(num.data(), num.data() + num.size(), v);
         if (r.ec == std::errc() && r.ptr == num.data() + num.size()) {
           *out = Value::Int(v);
           return Status();
         }
       } else {
-        uint64_t v;
+        uint64_t v = 0;
         auto r = std::from_chars(num.data(), num.data() + num.size(), v);
         if (r.ec == std::errc() && r.ptr == num.data() + num.size()) {
           if (v <= static_cast<uint64_t>(INT64_MAX)) {
@@ -487,7 +487,7 @@ class Parser {
           s->push_back('\t');
           break;
         case 'u': {
-          uint32_t cp;
+          uint32_t cp = 0;
           TC_RETURN_IF_ERROR(Hex4(&cp));
           if (cp >= 0xD800 && cp <= 0xDBFF) {
             uint32_t lo = 0;

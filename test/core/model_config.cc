@@ -1067,7 +1067,7 @@ class TextParser {
       }
       case FT::kEnum: {
         if (tok_.kind == Tok::kIdent) {
-          int e;
+          int e = 0;
           if (!fd.en->Find(tok_.text, false, &e)) {
             return Fail(
                 "unknown enumeration value of \"" + tok_.text +
@@ -1112,7 +1112,7 @@ class TextParser {
           neg = true;
           Next();
         }
-        double d;
+        double d = 0;
         if (tok_.kind == Tok::kIdent) {
           std::string x = tok_.text;
           for (auto& ch : x) {
@@ -1189,7 +1189,7 @@ ParseJsonScalar(
       return Status();
     case FT::kEnum: {
       if (v.IsString()) {
-        int e;
+        int e = 0;
         if (!fd.en->Find(v.AsString(), true, &e)) {
           return JsonFail(
               d, fd.name, "invalid enum value '" + v.AsString() + "'");
@@ -1211,14 +1211,14 @@ ParseJsonScalar(
       if (v.IsString()) {
         const std::string& s = v.AsString();
         if (is_unsigned) {
-          uint64_t u;
+          uint64_t u = 0;
           auto r = std::from_chars(s.data(), s.data() + s.size(), u);
           if (r.ec != std::errc() || r.ptr != s.data() + s.size()) {
             return JsonFail(d, fd.name, "invalid integer '" + s + "'");
           }
           out->u = u;
         } else {
-          int64_t i;
+          int64_t i = 0;
           auto r = std::from_chars(s.data(), s.data() + s.size(), i);
           if (r.ec != std::errc() || r.ptr != s.data() + s.size()) {
             return JsonFail(d, fd.name, "invalid integer '" + s + "'");
@@ -1253,7 +1253,7 @@ ParseJsonScalar(
     }
     case FT::kFloat:
     case FT::kDouble: {
-      double x;
+      double x = 0;
       if (v.IsNumber()) {
         x = v.AsDouble();
       } else if (v.IsString()) {
