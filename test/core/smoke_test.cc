@@ -525,6 +525,247 @@ TestJson(TRITONSERVER_Server* server)
   CHECK_OK(api.MetricsDelete(metrics));
 }
 
+
+// Runs one FP32 request on 'model' (INPUT0 [n] plus DELAY_MS when delay_ms
+// >= 0) and returns the events; 'cancel_after_ms' >= 0 cancels it.
+std::vector<Event>
+RunSimple(
+    TRITONSERVER_Server* server, const char* model, int delay_ms,
+    int cancel_after_ms, Inbox* inbox)
+{
+  TRITONSERVER_InferenceRequest* r = NewRequest(server, model, inbox);
+  const float data[] = {1.5f, 2.5f};
+  const int64_t shape[] = {2};
+  const int64_t shape1[] = {1};
+  const uint32_t delay = static_cast<uint32_t>(delay_ms < 0 ? 0 : delay_ms);
+  CHECK_OK(api.InferenceRequestAddInput(r, "INPUT0", TRITONSERVER_TYPE_FP32, shape, 1));
+  CHECK_OK(api.InferenceRequestAppendInputData(r, "INPUT0", data, sizeof(data), TRITONSERVER_MEMORY_CPU, 0));
+  if (delay_ms >= 0) {
+    CHECK_OK(api.InferenceRequestAddInput(r, "DELAY_MS", TRITONSERVER_TYPE_UINT32, shape1, 1));
+    CHECK_OK(api.InferenceRequestAppendInputData(r, "DELAY_MS", &delay, sizeof(delay), TRITONSERVER_MEMORY_CPU, 0));
+  }
+  CHECK_OK(api.ServerInferAsync(server, r, nullptr));
+  if (cancel_after_ms >= 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(cancel_after_ms));
+    CHECK_OK(api.InferenceRequestCancel(r));
+  }
+  inbox->Wait();
+  CHECK_OK(api.InferenceRequestDelete(r));
+  return inbox->events;
+}
+
+void
+ExpectResponseError(
+    const std::vector<Event>& events, TRITONSERVER_Error_Code code,
+    const std::string& msg, int line)
+{
+  CHECK(events.size() == 2);
+  if (events.size() != 2 || events[0].response == nullptr) {
+    ++failures;
+    return;
+  }
+  ExpectError(api.InferenceResponseError(events[0].response), code, msg, line);
+  CHECK_OK(api.InferenceResponseDelete(events[0].response));
+}
+
+std::string
+MakeRepoCopy(const char* models)
+{
+  char tmpl[] = "/tmp/testcore_smoke_XXXXXX";
+  CHECK(mkdtemp(tmpl) != nullptr);
+  const std::string cmd = std::string("cp -r ") + models + "/. " + tmpl;
+  CHECK(std::system(cmd.c_str()) == 0);
+  return tmpl;
+}
+
+void
+WriteText(const std::string& path, const std::string& text)
+{
+  FILE* f = std::fopen(path.c_str(), "w");
+  CHECK(f != nullptr);
+  if (f != nullptr) {
+    std::fputs(text.c_str(), f);
+    std::fclose(f);
+  }
+}
+
+// POLL mode: every model loads at start, the python stand-ins work, and a
+// poll picks up added, removed and changed models.
+void
+TestPollMode(const char* models)
+{
+  const std::string repo = MakeRepoCopy(models);
+  TRITONSERVER_Server* server =
+      StartServer(TRITONSERVER_MODEL_CONTROL_POLL, repo.c_str());
+  CHECK(server != nullptr);
+  if (server == nullptr) {
+    return;
+  }
+  bool ready = false;
+  CHECK_OK(api.ServerIsReady(server, &ready));
+  CHECK(ready);
+
+  {  // slow model, cancelled while sleeping
+    Inbox inbox;
+    auto events = RunSimple(server, "slow", 5000, 30, &inbox);
+    ExpectResponseError(events, TRITONSERVER_ERROR_CANCELLED, "request cancelled", __LINE__);
+  }
+  {  // slow model, short delay
+    Inbox inbox;
+    auto events = RunSimple(server, "slow", 10, -1, &inbox);
+    CHECK(events.size() == 2 && events[0].response != nullptr);
+    if (events.size() == 2 && events[0].response != nullptr) {
+      CHECK_OK(api.InferenceResponseError(events[0].response));
+      CHECK_OK(api.InferenceResponseDelete(events[0].response));
+    }
+  }
+  {  // fail model
+    Inbox inbox;
+    auto events = RunSimple(server, "fail", -1, -1, &inbox);
+    ExpectResponseError(events, TRITONSERVER_ERROR_INTERNAL, "fail model always fails", __LINE__);
+  }
+  {  // bytes_echo
+    Inbox inbox;
+    TRITONSERVER_InferenceRequest* r = NewRequest(server, "bytes_echo", &inbox);
+    const char bytes[] = "\x02\x00\x00\x00" "hi" "\x00\x00\x00\x00" "\x03\x00\x00\x00" "abc";
+    const int64_t shape[] = {3};
+    CHECK_OK(api.InferenceRequestAddInput(r, "INPUT0", TRITONSERVER_TYPE_BYTES, shape, 1));
+    CHECK_OK(api.InferenceRequestAppendInputData(r, "INPUT0", bytes, sizeof(bytes) - 1, TRITONSERVER_MEMORY_CPU, 0));
+    CHECK_OK(api.ServerInferAsync(server, r, nullptr));
+    inbox.Wait();
+    CHECK(inbox.events.size() == 2);
+    if (inbox.events.size() == 2) {
+      std::string name;
+      std::vector<int64_t> oshape;
+      auto v = OutputValues<char>(inbox.events[0].response, 0, &name, &oshape);
+      CHECK(std::string(v.begin(), v.end()) == std::string(bytes, sizeof(bytes) - 1));
+      CHECK_OK(api.InferenceResponseDelete(inbox.events[0].response));
+    }
+    // A wrong element count is refused before anything is queued.
+    Inbox inbox2;
+    TRITONSERVER_InferenceRequest* r2 = NewRequest(server, "bytes_echo", &inbox2);
+    const int64_t shape2[] = {2};
+    CHECK_OK(api.InferenceRequestAddInput(r2, "INPUT0", TRITONSERVER_TYPE_BYTES, shape2, 1));
+    CHECK_OK(api.InferenceRequestAppendInputData(r2, "INPUT0", bytes, sizeof(bytes) - 1, TRITONSERVER_MEMORY_CPU, 0));
+    EXPECT_ERROR(
+        api.ServerInferAsync(server, r2, nullptr), TRITONSERVER_ERROR_INVALID_ARG,
+        "[request id: req-1] unexpected number of string elements 3 for "
+        "inference input 'INPUT0' for model 'bytes_echo', expecting 2");
+    CHECK(inbox2.events.empty());
+    CHECK_OK(api.InferenceRequestDelete(r2));
+    CHECK_OK(api.InferenceRequestDelete(r));
+  }
+  EXPECT_ERROR(
+      api.ServerLoadModel(server, "identity_fp32"), TRITONSERVER_ERROR_UNAVAILABLE,
+      "explicit model load / unload is not allowed if polling is enabled");
+
+  // Change the repository and poll.
+  CHECK(std::system(("rm -rf " + repo + "/fail").c_str()) == 0);
+  CHECK(std::system(("cp -r " + repo + "/identity_int8 " + repo + "/identity_copy").c_str()) == 0);
+  WriteText(
+      repo + "/identity_copy/config.pbtxt",
+      "name: \"identity_copy\"\nbackend: \"identity\"\nmax_batch_size: 0\n"
+      "input [ { name: \"INPUT0\" data_type: TYPE_INT8 dims: [ 3 ] } ]\n"
+      "output [ { name: \"OUTPUT0\" data_type: TYPE_INT8 dims: [ 3 ] } ]\n");
+  WriteText(
+      repo + "/identity_fp32/config.pbtxt",
+      "name: \"identity_fp32\"\nbackend: \"identity\"\nmax_batch_size: 4\n"
+      "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 2 ] } ]\n"
+      "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 2 ] } ]\n");
+  CHECK_OK(api.ServerPollModelRepository(server));
+  TRITONSERVER_Message* msg = nullptr;
+  CHECK_OK(api.ServerModelMetadata(server, "identity_copy", -1, &msg));
+  CHECK(MessageJson(msg).find("\"shape\":[3]") != std::string::npos);
+  CHECK_OK(api.ServerModelMetadata(server, "identity_fp32", -1, &msg));
+  CHECK(MessageJson(msg).find("\"shape\":[-1,2]") != std::string::npos);
+  TRITONSERVER_InferenceRequest* r = nullptr;
+  EXPECT_ERROR(
+      api.InferenceRequestNew(&r, server, "fail", -1), TRITONSERVER_ERROR_NOT_FOUND,
+      "Request for unknown model: 'fail' has no available versions");
+
+  // A response that is still alive keeps its model: stop times out.
+  Inbox inbox;
+  auto events = RunSimple(server, "slow", 0, -1, &inbox);
+  if (!events.empty() && events[0].response != nullptr) {
+    CHECK_OK(api.InferenceResponseDelete(events[0].response));
+  }
+  CHECK_OK(api.ServerStop(server));
+  CHECK_OK(api.ServerDelete(server));
+  CHECK(std::system(("rm -rf " + repo).c_str()) == 0);
+}
+
+// Loading a model from memory: a config override plus files.
+void
+TestLoadFromMemory(TRITONSERVER_Server* server)
+{
+  const char* config =
+      "{\"name\":\"mem_identity\",\"backend\":\"identity\",\"maxBatchSize\":0,"
+      "\"input\":[{\"name\":\"INPUT0\",\"data_type\":\"TYPE_INT32\",\"dims\":[\"2\"]}],"
+      "\"output\":[{\"name\":\"OUTPUT0\",\"data_type\":\"type_int32\",\"dims\":[2]}]}";
+  TRITONSERVER_Parameter* pc =
+      api.ParameterNew("config", TRITONSERVER_PARAMETER_STRING, config);
+  TRITONSERVER_Parameter* pf = api.ParameterBytesNew("file:1/placeholder", "", 0);
+  const TRITONSERVER_Parameter* params[] = {pc, pf};
+  CHECK_OK(api.ServerLoadModelWithParameters(server, "mem_identity", params, 2));
+  api.ParameterDelete(pc);
+  api.ParameterDelete(pf);
+  Inbox inbox;
+  TRITONSERVER_InferenceRequest* r = NewRequest(server, "mem_identity", &inbox);
+  const int32_t data[] = {5, 6};
+  const int64_t shape[] = {2};
+  CHECK_OK(api.InferenceRequestAddInput(r, "INPUT0", TRITONSERVER_TYPE_INT32, shape, 1));
+  CHECK_OK(api.InferenceRequestAppendInputData(r, "INPUT0", data, sizeof(data), TRITONSERVER_MEMORY_CPU, 0));
+  CHECK_OK(api.ServerInferAsync(server, r, nullptr));
+  inbox.Wait();
+  CHECK(inbox.events.size() == 2);
+  if (inbox.events.size() == 2) {
+    std::string name;
+    std::vector<int64_t> oshape;
+    CHECK((OutputValues<int32_t>(inbox.events[0].response, 0, &name, &oshape) ==
+           std::vector<int32_t>{5, 6}));
+    CHECK_OK(api.InferenceResponseDelete(inbox.events[0].response));
+  }
+  CHECK_OK(api.InferenceRequestDelete(r));
+  CHECK_OK(api.ServerUnloadModel(server, "mem_identity"));
+}
+
+// A response kept alive past stop makes stop wait out the exit timeout.
+void
+TestStopWithLiveResponse(const char* models)
+{
+  TRITONSERVER_ServerOptions* opts = nullptr;
+  CHECK_OK(api.ServerOptionsNew(&opts));
+  CHECK_OK(api.ServerOptionsSetModelRepositoryPath(opts, models));
+  CHECK_OK(api.ServerOptionsSetModelControlMode(opts, TRITONSERVER_MODEL_CONTROL_EXPLICIT));
+  CHECK_OK(api.ServerOptionsSetStartupModel(opts, "identity_fp32"));
+  CHECK_OK(api.ServerOptionsSetExitTimeout(opts, 1));
+  TRITONSERVER_Server* server = nullptr;
+  CHECK_OK(api.ServerNew(&server, opts));
+  CHECK_OK(api.ServerOptionsDelete(opts));
+  if (server == nullptr) {
+    return;
+  }
+  Inbox inbox;
+  TRITONSERVER_InferenceRequest* r = NewRequest(server, "identity_fp32", &inbox);
+  const float data[] = {1};
+  const int64_t shape[] = {1, 1};
+  CHECK_OK(api.InferenceRequestAddInput(r, "INPUT0", TRITONSERVER_TYPE_FP32, shape, 2));
+  CHECK_OK(api.InferenceRequestAppendInputData(r, "INPUT0", data, sizeof(data), TRITONSERVER_MEMORY_CPU, 0));
+  CHECK_OK(api.ServerInferAsync(server, r, nullptr));
+  inbox.Wait();
+  CHECK_OK(api.InferenceRequestDelete(r));
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_ERROR(
+      api.ServerStop(server), TRITONSERVER_ERROR_INTERNAL,
+      "Exit timeout expired. Exiting immediately.");
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  CHECK(waited >= std::chrono::milliseconds(900));
+  if (!inbox.events.empty() && inbox.events[0].response != nullptr) {
+    CHECK_OK(api.InferenceResponseDelete(inbox.events[0].response));
+  }
+  CHECK_OK(api.ServerDelete(server));
+}
+
 }  // namespace
 
 int
@@ -604,6 +845,7 @@ main(int argc, char** argv)
   TestRepeat(server);
   TestErrors(server);
   TestJson(server);
+  TestLoadFromMemory(server);
   CHECK(query_calls.load() > 0);
 
   // Unloaded model.
@@ -633,6 +875,10 @@ main(int argc, char** argv)
   bool live = true;
   EXPECT_ERROR(api.ServerIsLive(server, &live), TRITONSERVER_ERROR_UNAVAILABLE, "Server exiting");
   CHECK_OK(api.ServerDelete(server));
+
+  TestPollMode(models);
+  TestStopWithLiveResponse(models);
+
   CHECK_OK(api.ResponseAllocatorDelete(allocator));
   CHECK(alloc_calls.load() == release_calls.load());
   CHECK(ThreadCount() == threads_at_start);
