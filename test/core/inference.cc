@@ -82,10 +82,11 @@ ValidateBytesInput(
 {
   int64_t element_count = 1;
   for (int64_t d : dims) {
-    element_count = d < 0 ? -1 : element_count * d;
-    if (element_count < 0) {
+    if (d < 0 || (d != 0 && element_count > INT64_MAX / d)) {
+      element_count = -1;
       break;
     }
+    element_count *= d;
   }
   int64_t checked = 0;
   size_t remaining_element = 0;
@@ -1275,7 +1276,8 @@ TRITONSERVER_InferenceRequestCancel(
     TRITONSERVER_InferenceRequest* inference_request)
 {
   if (inference_request == nullptr) return NullArg("inference_request");
-  std::shared_ptr<tc::RequestShared> shared = inference_request->shared;
+  std::shared_ptr<tc::RequestShared> shared =
+      std::atomic_load(&inference_request->shared);
   if (!shared) {
     return tc::NewError(
         TRITONSERVER_ERROR_INTERNAL,
@@ -1452,7 +1454,7 @@ TRITONSERVER_ServerInferAsync(
             " to INITIALIZED");
   }
   // A new response factory (and cancellation state) for every submission.
-  r->shared = std::make_shared<tc::RequestShared>();
+  std::atomic_store(&r->shared, std::make_shared<tc::RequestShared>());
   if (r->release_fn == nullptr) {
     return tc::NewError(
         TRITONSERVER_ERROR_INVALID_ARG,

@@ -315,21 +315,38 @@ ServerCore::InitializeModelInfo(
     td->path = tmpl;
     info->tempdir = td;
     info->path = td->path;
+    bool found_config = false;
+    for (const auto* p : params) {
+      if (p->name == "config") {
+        if (p->type != TRITONSERVER_PARAMETER_STRING) {
+          return Err(
+              TRITONSERVER_ERROR_INVALID_ARG,
+              "Config parameter 'config' must have string type for its value");
+        }
+        found_config = true;
+      }
+    }
+    if (!found_config) {
+      return Err(
+          TRITONSERVER_ERROR_INVALID_ARG,
+          "Load parameter 'config' must be specified for model file override");
+    }
     for (const auto* p : params) {
       if (p->name.rfind("file:", 0) != 0) {
         continue;
       }
       const std::string rel = p->name.substr(5);
-      if (rel.empty() || rel[0] == '/' || rel.find("..") != std::string::npos) {
-        return Err(
-            TRITONSERVER_ERROR_INVALID_ARG,
-            "invalid file parameter '" + p->name +
-                "', the path must be relative to the model directory");
-      }
       if (p->type != TRITONSERVER_PARAMETER_BYTES) {
         return Err(
             TRITONSERVER_ERROR_INVALID_ARG,
-            "file parameter '" + p->name + "' must be of type BYTES");
+            "File parameter '" + p->name + "' must have bytes type for its value");
+      }
+      if (rel.empty() || rel[0] == '/' || rel.find("..") != std::string::npos) {
+        return Err(
+            TRITONSERVER_ERROR_INVALID_ARG,
+            "Invalid file parameter '" + p->name +
+                "' with normalized path '" + rel +
+                "' must stay within model directory.");
       }
       TC_RETURN_IF_ERROR(WriteFile(td->path + "/" + rel, p->bytes));
     }
