@@ -71,8 +71,17 @@ export class Model {
     this.version = version;
   }
 
-  ready(): Promise<boolean> {
-    return this.#native.modelIsReady(this.name, this.version);
+  /**
+   * Whether this model (version) can serve requests. A model Triton does
+   * not know or has unloaded is not ready (Triton's own call says NOT_FOUND).
+   */
+  async ready(): Promise<boolean> {
+    try {
+      return await this.#native.modelIsReady(this.name, this.version);
+    } catch (error) {
+      if (error instanceof TritonError && error.code === 'NOT_FOUND') return false;
+      throw error;
+    }
   }
 
   async metadata(): Promise<ModelMetadata> {

@@ -174,6 +174,7 @@ int64_t GetVersion(const Napi::CallbackInfo& info, size_t index) {
   return info[index].As<Napi::Number>().Int64Value();
 }
 
+// The message's JSON text into *outcome; frees the error or the message.
 std::optional<Failure> TakeJson(const TritonApi& api, TRITONSERVER_Error* err,
                                 TRITONSERVER_Message* message,
                                 Outcome* outcome) {
@@ -350,8 +351,8 @@ Napi::Value ServerWrap::Metadata(const Napi::CallbackInfo& info) {
                                       TRITONSERVER_Server* server,
                                       Outcome* outcome) {
     TRITONSERVER_Message* message = nullptr;
-    return TakeJson(api, api.ServerMetadata(server, &message), message,
-                    outcome);
+    TRITONSERVER_Error* err = api.ServerMetadata(server, &message);
+    return TakeJson(api, err, message, outcome);
   });
 }
 
@@ -363,8 +364,8 @@ Napi::Value ServerWrap::ModelIndex(const Napi::CallbackInfo& info) {
                                            TRITONSERVER_Server* server,
                                            Outcome* outcome) {
     TRITONSERVER_Message* message = nullptr;
-    return TakeJson(api, api.ServerModelIndex(server, flags, &message),
-                    message, outcome);
+    TRITONSERVER_Error* err = api.ServerModelIndex(server, flags, &message);
+    return TakeJson(api, err, message, outcome);
   });
 }
 
@@ -389,9 +390,8 @@ Napi::Value ServerWrap::ModelMetadata(const Napi::CallbackInfo& info) {
                                                    TRITONSERVER_Server* server,
                                                    Outcome* outcome) {
     TRITONSERVER_Message* message = nullptr;
-    return TakeJson(
-        api, api.ServerModelMetadata(server, name.c_str(), version, &message),
-        message, outcome);
+    TRITONSERVER_Error* err = api.ServerModelMetadata(server, name.c_str(), version, &message);
+    return TakeJson(api, err, message, outcome);
   });
 }
 
@@ -402,10 +402,9 @@ Napi::Value ServerWrap::ModelConfig(const Napi::CallbackInfo& info) {
                                                    TRITONSERVER_Server* server,
                                                    Outcome* outcome) {
     TRITONSERVER_Message* message = nullptr;
-    return TakeJson(api,
-                    api.ServerModelConfig(server, name.c_str(), version,
-                                          /*config_version=*/1, &message),
-                    message, outcome);
+    TRITONSERVER_Error* err = api.ServerModelConfig(server, name.c_str(), version,
+                                          /*config_version=*/1, &message);
+    return TakeJson(api, err, message, outcome);
   });
 }
 
@@ -416,10 +415,8 @@ Napi::Value ServerWrap::ModelStatistics(const Napi::CallbackInfo& info) {
                                                    TRITONSERVER_Server* server,
                                                    Outcome* outcome) {
     TRITONSERVER_Message* message = nullptr;
-    return TakeJson(
-        api,
-        api.ServerModelStatistics(server, name.c_str(), version, &message),
-        message, outcome);
+    TRITONSERVER_Error* err = api.ServerModelStatistics(server, name.c_str(), version, &message);
+    return TakeJson(api, err, message, outcome);
   });
 }
 
