@@ -128,16 +128,20 @@ describe('inference', () => {
   });
 
   it('resolves 2,000 concurrent requests each with its own result', async () => {
-    const model = server.model('identity_fp32');
-    const results = await Promise.all(
-      Array.from({ length: 2000 }, (_, i) =>
-        model.infer({ inputs: { INPUT0: { shape: [1, 2], data: new Float32Array([i, -i]) } }, id: String(i) }),
-      ),
-    );
-    results.forEach((response, i) => {
-      expect(response.id).toBe(String(i));
-      expect(Array.from(response.outputs.OUTPUT0!.data as Float32Array)).toEqual([i, -i]);
-    });
+    // In a function of its own: a suspended async frame keeps dead values
+    // alive, and the outputs must be collectable for the count below.
+    await (async () => {
+      const model = server.model('identity_fp32');
+      const results = await Promise.all(
+        Array.from({ length: 2000 }, (_, i) =>
+          model.infer({ inputs: { INPUT0: { shape: [1, 2], data: new Float32Array([i, -i]) } }, id: String(i) }),
+        ),
+      );
+      results.forEach((response, i) => {
+        expect(response.id).toBe(String(i));
+        expect(Array.from(response.outputs.OUTPUT0!.data as Float32Array)).toEqual([i, -i]);
+      });
+    })();
     await expectNothingLive();
   });
 
@@ -168,13 +172,16 @@ describe('streaming', () => {
   });
 
   it('cancels when the loop is left early', async () => {
-    const values: number[] = [];
-    for await (const response of server.model('repeat_int32').stream({
-      inputs: { IN: new Int32Array([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]), DELAY_MS: new Uint32Array([20]) },
-    })) {
-      values.push((response.outputs.OUT!.data as Int32Array)[0]!);
-      if (values.length === 2) break;
-    }
+    const values = await (async () => {
+      const seen: number[] = [];
+      for await (const response of server.model('repeat_int32').stream({
+        inputs: { IN: new Int32Array([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]), DELAY_MS: new Uint32Array([20]) },
+      })) {
+        seen.push((response.outputs.OUT!.data as Int32Array)[0]!);
+        if (seen.length === 2) break;
+      }
+      return seen;
+    })();
     expect(values).toEqual([1, 2]);
     await expectNothingLive();
   });
@@ -289,10 +296,13 @@ describe('validation before native code', () => {
 
 describe('output memory', () => {
   it('frees zero-copy outputs when JS drops them', async () => {
-    let response = await server.model('identity_fp32').infer({ inputs: { INPUT0: { shape: [1, 1024], data: new Float32Array(1024).fill(2) } } });
-    expect(liveObjects().outputBuffers).toBe(1);
-    expect((response.outputs.OUTPUT0!.data as Float32Array)[1023]).toBe(2);
-    response = undefined as never;
+    await (async () => {
+      const response = await server.model('identity_fp32').infer({
+        inputs: { INPUT0: { shape: [1, 1024], data: new Float32Array(1024).fill(2) } },
+      });
+      expect(liveObjects().outputBuffers).toBe(1);
+      expect((response.outputs.OUTPUT0!.data as Float32Array)[1023]).toBe(2);
+    })();
     await expectNothingLive();
   });
 
