@@ -155,19 +155,22 @@ export class Server implements AsyncDisposable {
 
   /** Unloads a model; by default waits until Triton has finished. */
   async unloadModel(name: string, options: UnloadModelOptions = {}): Promise<void> {
-    const index = await this.modelIndex();
-    if (!index.some((entry) => entry.name === name)) {
-      throw new TritonError('NOT_FOUND', `model '${name}' is not in the model repository`);
+    // Triton treats unloading an unknown name as a no-op; say so instead.
+    // (Models loaded from memory are not in the index, but are ready.)
+    if (!(await this.#busy(name)) && !(await this.modelIndex()).some((entry) => entry.name === name)) {
+      throw new TritonError('NOT_FOUND', `model '${name}' is neither loaded nor in the model repository`);
     }
     this.#inference.forgetModels();
     await this.#call((s) => s.unloadModel(name, options.unloadDependents ?? false));
     if (options.wait === false) return;
-    // Triton unloads asynchronously: wait until no version is left busy.
-    for (;;) {
-      const entries = (await this.modelIndex()).filter((entry) => entry.name === name);
-      if (!entries.some((entry) => entry.state === 'READY' || entry.state === 'UNLOADING')) return;
-      await new Promise((resolve) => setTimeout(resolve, UNLOAD_POLL_MS));
-    }
+    // Wait until no version is ready or still unloading.
+    while (await this.#busy(name)) await new Promise((resolve) => setTimeout(resolve, UNLOAD_POLL_MS));
+  }
+
+  async #busy(name: string): Promise<boolean> {
+    const entries = (await this.modelIndex()).filter((entry) => entry.name === name);
+    if (entries.some((entry) => entry.state === 'READY' || entry.state === 'UNLOADING')) return true;
+    return entries.length === 0 && (await this.model(name).ready());
   }
 
   /** Re-reads the repositories (poll model control mode). */

@@ -259,7 +259,7 @@ describe('model control', () => {
     expect(metadata.message).toContain("'does_not_exist' is not found");
     const unload = await rejection(server.unloadModel('does_not_exist'));
     expect(unload.code).toBe('NOT_FOUND');
-    expect(unload.message).toBe("model 'does_not_exist' is not in the model repository");
+    expect(unload.message).toBe("model 'does_not_exist' is neither loaded nor in the model repository");
     expect(() => server.model('')).toThrow(TritonError);
   });
 
