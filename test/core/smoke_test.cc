@@ -766,6 +766,63 @@ TestStopWithLiveResponse(const char* models)
   CHECK_OK(api.ServerDelete(server));
 }
 
+
+// Two servers on one repository are independent; many requests from
+// several threads at once all complete.
+void
+TestTwoServersAndConcurrency(const char* models)
+{
+  TRITONSERVER_Server* a = StartServer(TRITONSERVER_MODEL_CONTROL_EXPLICIT, models);
+  TRITONSERVER_Server* b = StartServer(TRITONSERVER_MODEL_CONTROL_EXPLICIT, models);
+  CHECK(a != nullptr && b != nullptr);
+  if (a == nullptr || b == nullptr) {
+    return;
+  }
+  CHECK_OK(api.ServerLoadModel(a, "identity_int32"));
+  CHECK_OK(api.ServerLoadModel(b, "identity_int32"));
+  CHECK_OK(api.ServerUnloadModel(a, "identity_int32"));
+  bool ready = false;
+  CHECK_OK(api.ServerModelIsReady(b, "identity_int32", -1, &ready));
+  CHECK(ready);
+
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        Inbox inbox;
+        TRITONSERVER_InferenceRequest* r = NewRequest(b, "identity_int32", &inbox);
+        const int32_t v[] = {t, i, t * i};
+        const int64_t shape[] = {1, 3};
+        CHECK_OK(api.InferenceRequestAddInput(r, "INPUT0", TRITONSERVER_TYPE_INT32, shape, 2));
+        CHECK_OK(api.InferenceRequestAppendInputData(r, "INPUT0", v, sizeof(v), TRITONSERVER_MEMORY_CPU, 0));
+        CHECK_OK(api.ServerInferAsync(b, r, nullptr));
+        inbox.Wait();
+        if (inbox.events.size() == 2 && inbox.events[0].response != nullptr) {
+          std::string name;
+          std::vector<int64_t> oshape;
+          auto out = OutputValues<int32_t>(inbox.events[0].response, 0, &name, &oshape);
+          if ((out == std::vector<int32_t>{t, i, t * i})) {
+            ++ok;
+          }
+          CHECK_OK(api.InferenceResponseDelete(inbox.events[0].response));
+        }
+        CHECK_OK(api.InferenceRequestDelete(r));
+      }
+    });
+  }
+  for (auto& th : threads) {
+    th.join();
+  }
+  CHECK(ok.load() == 200);
+  TRITONSERVER_Message* msg = nullptr;
+  CHECK_OK(api.ServerModelStatistics(b, "identity_int32", 1, &msg));
+  CHECK(MessageJson(msg).find("\"inference_count\":200,\"execution_count\":200") !=
+        std::string::npos);
+  CHECK_OK(api.ServerDelete(a));
+  CHECK_OK(api.ServerDelete(b));
+}
+
 }  // namespace
 
 int
@@ -878,6 +935,7 @@ main(int argc, char** argv)
 
   TestPollMode(models);
   TestStopWithLiveResponse(models);
+  TestTwoServersAndConcurrency(models);
 
   CHECK_OK(api.ResponseAllocatorDelete(allocator));
   CHECK(alloc_calls.load() == release_calls.load());
