@@ -125,6 +125,17 @@ export class Inference {
     }
   };
 
+  /**
+   * The server was deleted: Triton will not complete what is still pending
+   * (requests that outlived the exit timeout), so settle it here.
+   */
+  abandonPending(): void {
+    const handlers = [...this.#pending.values()];
+    this.#pending.clear();
+    const stopped = new TritonError('UNAVAILABLE', 'the server stopped before the request completed');
+    for (const handler of handlers) handler([0, true, stopped]);
+  }
+
   /** Drops cached metadata (a model was loaded, unloaded or reloaded). */
   forgetModels(): void {
     this.#info.clear();

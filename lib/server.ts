@@ -208,7 +208,7 @@ export class Server implements AsyncDisposable {
    * every later call rejects with UNAVAILABLE.
    */
   stop(): Promise<void> {
-    this.#stopping ??= this.#native.stop();
+    this.#stopping ??= this.#native.stop().then(() => this.#inference.abandonPending());
     return this.#stopping;
   }
 

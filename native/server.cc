@@ -251,17 +251,13 @@ ServerWrap::ServerWrap(const Napi::CallbackInfo& info)
   state_ = *state;
   engine_ = InferenceEngine::Create(info.Env(), state_,
                                     info[1].As<Napi::Function>());
-  napi_add_env_cleanup_hook(
-      info.Env(), [](void* self) { static_cast<ServerWrap*>(self)->StopNow(); },
-      this);
+  napi_add_env_cleanup_hook(info.Env(), &ServerWrap::CleanupHook, this);
   cleanup_hook_added_ = true;
 }
 
 ServerWrap::~ServerWrap() {
   if (cleanup_hook_added_)
-    napi_remove_env_cleanup_hook(
-        Env(), [](void* self) { static_cast<ServerWrap*>(self)->StopNow(); },
-        this);
+    napi_remove_env_cleanup_hook(Env(), &ServerWrap::CleanupHook, this);
   // Collected without stop(): stop and delete off the JS thread, since
   // stopping can wait for models to unload.
   if (!state_->stopping.exchange(true)) {
@@ -271,6 +267,10 @@ ServerWrap::~ServerWrap() {
 }
 
 void ServerWrap::SetCopyOutputs(bool copy) { engine_->SetCopyOutputs(copy); }
+
+void ServerWrap::CleanupHook(void* self) {
+  static_cast<ServerWrap*>(self)->StopNow();
+}
 
 void ServerWrap::StopNow() {
   // The environment is going away (worker exit, process exit): stop
@@ -599,25 +599,24 @@ Napi::Value ServerWrap::Metrics(const Napi::CallbackInfo& info) {
 
 // stop(): Triton's stop waits for requests in flight (up to the exit
 // timeout) and unloads the models; then the server is deleted. Idempotent.
+// A stop that ran out of time still stopped: Triton's timeout error is not
+// passed on, only a failure to delete the server is.
 Napi::Value ServerWrap::Stop(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   state_->stopping = true;
   return BlockingCall::Run(
       env,
       [state = state_](Outcome*) -> std::optional<Failure> {
-        std::optional<Failure> failure;
         {
           std::shared_lock<std::shared_mutex> lock(state->lifetime);
           if (state->server == nullptr) return std::nullopt;
-          failure = TakeError(state->api, state->api.ServerStop(state->server));
+          TakeError(state->api, state->api.ServerStop(state->server));
         }
         std::unique_lock<std::shared_mutex> lock(state->lifetime);
-        if (state->server != nullptr) {
-          auto deleted =
-              TakeError(state->api, state->api.ServerDelete(state->server));
-          state->server = nullptr;
-          if (!failure) failure = deleted;
-        }
+        if (state->server == nullptr) return std::nullopt;
+        auto failure =
+            TakeError(state->api, state->api.ServerDelete(state->server));
+        if (!failure) state->server = nullptr;
         return failure;
       },
       [engine = engine_](Napi::Env env, Outcome&) -> Napi::Value {

@@ -82,7 +82,7 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
       const TritonApi& api, TRITONSERVER_Server* server, Outcome* outcome)>;
   Napi::Value RunWithServer(Napi::Env env, ServerWork work);
 
-  static void CleanupHook(ServerWrap* self);
+  static void CleanupHook(void* self);
   void StopNow();
 
   std::shared_ptr<ServerState> state_;

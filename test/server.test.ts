@@ -87,6 +87,32 @@ describe('lifecycle', () => {
     await server.stop();
   }, 10_000);
 
+  it('lets requests in flight finish before stopping', async () => {
+    const server = await started({ startupModels: ['slow'] });
+    const pending = server.model('slow').infer({
+      inputs: { INPUT0: new Float32Array([4, 2]), DELAY_MS: new Uint32Array([200]) },
+    });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    await server.stop();
+    const response = await pending;
+    expect(Array.from(response.outputs.OUTPUT0!.data as Float32Array)).toEqual([4, 2]);
+  });
+
+  it('stops after the exit timeout even when a request outlives it, settling that request', async () => {
+    const server = await started({ startupModels: ['slow'], exitTimeoutSeconds: 1 });
+    const pending = server
+      .model('slow')
+      .infer({ inputs: { INPUT0: new Float32Array([1]), DELAY_MS: new Uint32Array([3000]) } })
+      .then(
+        () => 'resolved',
+        (error: TritonError) => error.code,
+      );
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    await server.stop();
+    // Finished late, or given up on when the server was deleted: never left hanging.
+    expect(['resolved', 'UNAVAILABLE']).toContain(await pending);
+  });
+
   it('supports `await using`', async () => {
     let escaped: Server | undefined;
     {
