@@ -121,7 +121,14 @@ export class Inference {
       const token = response[0];
       const handler = this.#pending.get(token);
       if (response[1]) this.#pending.delete(token);
-      handler?.(response);
+      try {
+        handler?.(response);
+      } catch (error) {
+        // One broken handler must not cost the others their responses.
+        queueMicrotask(() => {
+          throw error;
+        });
+      }
     }
   };
 
@@ -190,7 +197,11 @@ export class Inference {
             ),
           );
         } else {
-          resolve(toResponse(response));
+          try {
+            resolve(toResponse(response));
+          } catch (error) {
+            reject(error);
+          }
         }
       });
       signal?.addEventListener('abort', onAbort, { once: true });

@@ -188,7 +188,14 @@ void InferenceEngine::DrainOnJsThread(Napi::Env env, Napi::Function callback) {
     if (request->released && request->final_seen) Finish(env, request);
   }
   draining_.clear();
-  if (count > 0) callback.Call({delivered});
+  if (count == 0) return;
+  try {
+    callback.Call({delivered});
+  } catch (const Napi::Error& error) {
+    // Never let a C++ exception out of the thread-safe function's callback;
+    // the JS error becomes an uncaught exception, as for any callback.
+    error.ThrowAsJavaScriptException();
+  }
 }
 
 // One response as [token, final, error, model, version, id, outputs,
@@ -324,9 +331,8 @@ Napi::Value InferenceEngine::OutputBuffer(Napi::Env env, const void* base,
       header->adopted = true;
       return Napi::Value(env, buffer);
     }
-    if (status != napi_no_external_buffers_allowed)
-      throw Napi::Error::New(env, "could not create an output buffer");
-    copy_outputs_ = true;  // e.g. Electron's V8 sandbox: copy from now on
+    // e.g. Electron's V8 sandbox: copy from now on.
+    if (status == napi_no_external_buffers_allowed) copy_outputs_ = true;
   }
   Napi::ArrayBuffer copy = Napi::ArrayBuffer::New(env, size);
   std::memcpy(copy.Data(), base, size);
