@@ -4,8 +4,8 @@
  * completion the addon drains (one call per JS tick) to its request.
  */
 import { TritonError } from './errors.js';
-import type { NativeResponse, NativeServer } from './native.js';
-import { normalizeInput, outputTensor, type DataType, type InputValue, type NativeInput, type Tensor } from './tensor.js';
+import type { NativeInputFields, NativeResponse, NativeServer } from './native.js';
+import { normalizeInput, outputTensor, type DataType, type InputValue, type Tensor } from './tensor.js';
 
 export interface SequenceOptions {
   /** Correlation id of the sequence (Triton's `correlation_id`). */
@@ -86,16 +86,16 @@ function hasResponse(response: NativeResponse): boolean {
   return response[2] !== undefined || response[3] !== undefined;
 }
 
-function toResponse(response: NativeResponse): InferenceResponse {
+function toResponse(response: NativeResponse, model: string, request: InferenceRequest): InferenceResponse {
   const outputs: Record<string, Tensor> = {};
-  for (const [name, datatype, shape, data] of response[6] ?? []) {
+  for (const [name, datatype, shape, data] of response[4] ?? []) {
     outputs[name] = outputTensor(name, datatype, shape, data);
   }
   return {
-    model: { name: response[3] ?? '', version: response[4] ?? -1 },
-    id: response[5] ?? '',
+    model: { name: model, version: response[3] ?? -1 },
+    id: request.id ?? '',
     outputs,
-    parameters: response[7] ?? {},
+    parameters: response[5] ?? {},
     final: response[1],
   };
 }
@@ -158,7 +158,7 @@ export class Inference {
     if (signal?.aborted) throw cancelled('the request was aborted before it started', signal.reason);
 
     return new Promise<InferenceResponse>((resolve, reject) => {
-      const token = nativeServer.infer(model, version, inputs, request.outputs ?? null, nativeOptions(request));
+      const token = startRequest(nativeServer, model, version, inputs, request);
       let response: NativeResponse | undefined;
       let extraResponses = 0;
       let settled = false;
@@ -198,7 +198,7 @@ export class Inference {
           );
         } else {
           try {
-            resolve(toResponse(response));
+            resolve(toResponse(response, model, request));
           } catch (error) {
             reject(error);
           }
@@ -223,7 +223,7 @@ export class Inference {
     const signal = request.signal;
     if (signal?.aborted) throw cancelled('the request was aborted before it started', signal.reason);
 
-    const token = nativeServer.infer(model, version, inputs, request.outputs ?? null, nativeOptions(request));
+    const token = startRequest(nativeServer, model, version, inputs, request);
     const queue: NativeResponse[] = [];
     let wake: (() => void) | undefined;
     let failure: TritonError | undefined;
@@ -263,7 +263,7 @@ export class Inference {
           finished = completion[1];
           throw completion[2];
         }
-        if (hasResponse(completion)) yield toResponse(completion);
+        if (hasResponse(completion)) yield toResponse(completion, model, request);
         if (completion[1]) {
           finished = true;
           return;
@@ -333,11 +333,12 @@ function buildModelInfo(metadata: MetadataJson, config: ConfigJson): ModelInfo {
   };
 }
 
-function prepareInputs(model: string, info: ModelInfo, request: InferenceRequest): NativeInput[] {
+/** Checked inputs, flat as the addon takes them: name, datatype, shape, data, … */
+function prepareInputs(model: string, info: ModelInfo, request: InferenceRequest): Array<NativeInputFields[number]> {
   if (request === null || typeof request !== 'object' || request.inputs === null || typeof request.inputs !== 'object') {
     throw invalid(`a request to model '${model}' needs an 'inputs' object`);
   }
-  const prepared: NativeInput[] = [];
+  const prepared: Array<NativeInputFields[number]> = [];
   for (const name of Object.keys(request.inputs)) {
     const expected = info.inputs.get(name);
     if (expected === undefined) {
@@ -346,7 +347,7 @@ function prepareInputs(model: string, info: ModelInfo, request: InferenceRequest
     // normalizeInput also refuses data of another type than the model's.
     const input = normalizeInput(name, request.inputs[name] as InputValue, expected.datatype);
     checkShape(model, name, input.shape, expected.shape, info.maxBatchSize);
-    prepared.push(input);
+    prepared.push(input.name, input.datatype, input.shape, input.data);
   }
   for (const name of info.required) {
     if (!(name in request.inputs)) throw invalid(`model '${model}' needs input '${name}'`);
@@ -370,32 +371,48 @@ function checkShape(model: string, name: string, shape: number[], dims: number[]
   }
 }
 
-function nativeOptions(request: InferenceRequest): Parameters<NativeServer['infer']>[4] {
-  const options: Parameters<NativeServer['infer']>[4] = {};
-  if (request.id !== undefined) options.id = String(request.id);
-  if (request.priority !== undefined) {
-    if (!Number.isInteger(request.priority) || request.priority < 0) throw invalid('priority must be a non-negative integer');
-    options.priority = request.priority;
+/** Checks the request's options and hands the request to the addon. */
+function startRequest(
+  nativeServer: NativeServer,
+  model: string,
+  version: number,
+  inputs: Array<NativeInputFields[number]>,
+  request: InferenceRequest,
+): number {
+  const { id, priority, timeoutMs, sequence, parameters } = request;
+  if (priority !== undefined && !(Number.isInteger(priority) && priority >= 0)) {
+    throw invalid('priority must be a non-negative integer');
   }
-  if (request.timeoutMs !== undefined) {
-    if (!(request.timeoutMs > 0) || !Number.isFinite(request.timeoutMs)) throw invalid('timeoutMs must be a positive number');
-    options.timeoutUs = Math.round(request.timeoutMs * 1000);
+  if (timeoutMs !== undefined && !(timeoutMs > 0 && Number.isFinite(timeoutMs))) {
+    throw invalid('timeoutMs must be a positive number');
   }
-  if (request.sequence !== undefined) {
-    const { id, start, end } = request.sequence;
-    if (typeof id !== 'string' && typeof id !== 'bigint' && !(Number.isSafeInteger(id) && id >= 0)) {
+  let flags: number | undefined;
+  if (sequence !== undefined) {
+    const sequenceId = sequence.id;
+    if (typeof sequenceId !== 'string' && typeof sequenceId !== 'bigint' && !(Number.isSafeInteger(sequenceId) && sequenceId >= 0)) {
       throw invalid('sequence.id must be a non-negative integer, bigint or string');
     }
-    options.correlationId = id;
-    options.flags = (start ? SEQUENCE_START : 0) | (end ? SEQUENCE_END : 0);
+    flags = (sequence.start ? SEQUENCE_START : 0) | (sequence.end ? SEQUENCE_END : 0);
   }
-  if (request.parameters !== undefined) {
-    options.parameters = Object.entries(request.parameters);
-    for (const [key, value] of options.parameters) {
+  let parameterList: Array<[string, string | number | boolean]> | undefined;
+  if (parameters !== undefined) {
+    parameterList = Object.entries(parameters);
+    for (const [key, value] of parameterList) {
       if (!['string', 'number', 'boolean'].includes(typeof value)) {
         throw invalid(`parameter '${key}' must be a string, number or boolean`);
       }
     }
   }
-  return options;
+  return nativeServer.infer(
+    model,
+    version,
+    inputs,
+    request.outputs ?? null,
+    id === undefined ? undefined : String(id),
+    priority,
+    timeoutMs === undefined ? undefined : Math.round(timeoutMs * 1000),
+    flags,
+    sequence?.id,
+    parameterList,
+  );
 }

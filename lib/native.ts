@@ -7,36 +7,27 @@ import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { TritonError } from './errors.js';
-import type { NativeInput } from './tensor.js';
 
-
-export interface NativeInferOptions {
-  id?: string;
-  priority?: number;
-  timeoutUs?: number;
-  /** TRITONSERVER_RequestFlag bits (sequence start = 1, end = 2). */
-  flags?: number;
-  correlationId?: number | bigint | string;
-  parameters?: Array<[string, string | number | bigint | boolean]>;
-}
 
 /** An output as the addon delivers it: [name, datatype, shape, bytes]. */
 export type NativeOutput = [name: string, datatype: number, shape: number[], data: ArrayBuffer];
 
 /**
- * One completion: [token, final, error, model, version, id, outputs,
- * parameters]. A FINAL flag without a response has only the first two.
+ * One completion: [token, final, error, version, outputs, parameters]. A
+ * FINAL flag without a response has only the first two; the model name and
+ * request id are the caller's own.
  */
 export type NativeResponse = [
   token: number,
   final: boolean,
   error?: TritonError,
-  model?: string,
   version?: number,
-  id?: string,
   outputs?: NativeOutput[],
   parameters?: Record<string, string | number | boolean>,
 ];
+
+/** An input flattened for the addon: name, datatype (enum), shape, data. */
+export type NativeInputFields = [name: string, datatype: number, shape: number[], data: ArrayBufferView];
 
 export interface LibraryInfo {
   path: string;
@@ -74,13 +65,21 @@ export interface NativeServer {
   unregisterModelRepository(path: string): Promise<void>;
   metrics(): Promise<string>;
   stop(): Promise<void>;
-  /** Starts a request; throws synchronously when Triton refuses it. */
+  /**
+   * Starts a request; throws synchronously when Triton refuses it. Inputs
+   * come flat (NativeInputFields one after another), options positionally.
+   */
   infer(
     model: string,
     version: number,
-    inputs: NativeInput[],
+    inputs: Array<NativeInputFields[number]>,
     outputs: string[] | null,
-    options: NativeInferOptions,
+    id: string | undefined,
+    priority: number | undefined,
+    timeoutUs: number | undefined,
+    flags: number | undefined,
+    correlationId: number | bigint | string | undefined,
+    parameters: Array<[string, string | number | bigint | boolean]> | undefined,
   ): number;
   cancel(token: number): void;
   inFlight(): number;

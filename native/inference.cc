@@ -1,5 +1,6 @@
 #include "inference.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -20,6 +21,8 @@ struct alignas(64) BufferHeader {
   bool adopted;
 };
 constexpr size_t kHeaderSize = sizeof(BufferHeader);
+// Outputs up to this size are copied into JS memory (see OutputBuffer).
+constexpr size_t kCopyBelowBytes = 4096;
 
 void FreeBlock(BufferHeader* header) {
   std::free(header);
@@ -198,12 +201,13 @@ void InferenceEngine::DrainOnJsThread(Napi::Env env, Napi::Function callback) {
   }
 }
 
-// One response as [token, final, error, model, version, id, outputs,
-// parameters]; outputs as [name, datatype, shape, ArrayBuffer] entries.
+// One response as [token, final, error, version, outputs, parameters]. The
+// model name and request id are the caller's own, so they are not copied
+// back into JS strings here.
 Napi::Value InferenceEngine::ResponseToJs(
     Napi::Env env, Request* request, TRITONSERVER_InferenceResponse* response,
     uint32_t flags) {
-  Napi::Array result = Napi::Array::New(env, 8);
+  Napi::Array result = Napi::Array::New(env, response == nullptr ? 2 : 6);
   result.Set(0u, Napi::Number::New(env, request->token));
   result.Set(1u, Napi::Boolean::New(
                      env, (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0));
@@ -214,16 +218,12 @@ Napi::Value InferenceEngine::ResponseToJs(
   }
   const char* model_name = nullptr;
   int64_t model_version = -1;
-  const char* id = nullptr;
   if (auto failure = TakeError(api_, api_.InferenceResponseModel(
                                          response, &model_name, &model_version))) {
     result.Set(2u, ToJsError(env, *failure).Value());
     return result;
   }
-  TakeError(api_, api_.InferenceResponseId(response, &id));
-  result.Set(3u, Napi::String::New(env, model_name ? model_name : ""));
-  result.Set(4u, Napi::Number::New(env, static_cast<double>(model_version)));
-  result.Set(5u, Napi::String::New(env, id ? id : ""));
+  result.Set(3u, Napi::Number::New(env, static_cast<double>(model_version)));
 
   uint32_t output_count = 0;
   TakeError(api_, api_.InferenceResponseOutputCount(response, &output_count));
@@ -276,7 +276,7 @@ Napi::Value InferenceEngine::ResponseToJs(
     output.Set(3u, data);
     outputs.Set(i, output);
   }
-  result.Set(6u, outputs);
+  result.Set(4u, outputs);
 
   uint32_t parameter_count = 0;
   TakeError(api_, api_.InferenceResponseParameterCount(response, &parameter_count));
@@ -308,18 +308,20 @@ Napi::Value InferenceEngine::ResponseToJs(
           break;
       }
     }
-    result.Set(7u, parameters);
+    result.Set(5u, parameters);
   }
   return result;
 }
 
 // The tensor bytes as an ArrayBuffer: adopted without a copy where Node-API
-// allows external buffers, copied where it does not.
+// allows external buffers, copied where it does not. Small outputs are
+// copied too: an external buffer's finalizer and GC bookkeeping cost more
+// than copying a few KiB.
 Napi::Value InferenceEngine::OutputBuffer(Napi::Env env, const void* base,
                                           size_t size) {
   auto* header = reinterpret_cast<BufferHeader*>(
       static_cast<char*>(const_cast<void*>(base)) - kHeaderSize);
-  if (!copy_outputs_) {
+  if (!copy_outputs_ && size > kCopyBelowBytes) {
     napi_value buffer = nullptr;
     napi_status status = napi_create_external_arraybuffer(
         env, const_cast<void*>(base), size,
@@ -393,6 +395,10 @@ int64_t ToInt64(Napi::Value value, const char* what) {
 }  // namespace
 
 // Adds inputs, outputs and options to request->triton; throws on failure.
+// infer(model, version, inputs, outputs, id, priority, timeoutUs, flags,
+//       correlationId, parameters): inputs flat as [name, datatype, shape,
+// data, ...], options positional (undefined = not set), because looking up
+// properties by name costs more than the rest of a request.
 void InferenceEngine::BuildRequest(const Napi::CallbackInfo& info,
                                    Request* request) {
   Napi::Env env = info.Env();
@@ -402,18 +408,18 @@ void InferenceEngine::BuildRequest(const Napi::CallbackInfo& info,
   };
 
   Napi::Array inputs = info[2].As<Napi::Array>();
-  for (uint32_t i = 0, n = inputs.Length(); i < n; ++i) {
-    Napi::Value entry = inputs.Get(i);
-    if (!entry.IsObject()) throw InvalidArg(env, "inputs must be objects");
-    Napi::Object input = entry.As<Napi::Object>();
-    Napi::Value name_value = input.Get("name");
-    Napi::Value datatype = input.Get("datatype");
-    Napi::Value shape_value = input.Get("shape");
-    Napi::Value data_value = input.Get("data");
+  const uint32_t fields = inputs.Length();
+  if (fields % 4 != 0)
+    throw InvalidArg(env, "inputs must be [name, datatype, shape, data] groups");
+  for (uint32_t i = 0; i < fields; i += 4) {
+    Napi::Value name_value = inputs.Get(i);
+    Napi::Value datatype = inputs.Get(i + 1);
+    Napi::Value shape_value = inputs.Get(i + 2);
+    Napi::Value data_value = inputs.Get(i + 3);
     if (!name_value.IsString() || !datatype.IsNumber() ||
         !shape_value.IsArray() || !data_value.IsTypedArray())
       throw InvalidArg(env,
-                       "each input needs name, datatype, shape and a "
+                       "each input needs a name, a datatype, a shape and a "
                        "TypedArray of data");
     std::string name = name_value.As<Napi::String>();
     Napi::Array shape = shape_value.As<Napi::Array>();
@@ -440,24 +446,22 @@ void InferenceEngine::BuildRequest(const Napi::CallbackInfo& info,
       check(api_.InferenceRequestAddRequestedOutput(triton, name.c_str()));
     }
   }
-  if (!info[4].IsObject()) return;
-  Napi::Object options = info[4].As<Napi::Object>();
-  Napi::Value id = options.Get("id");
+  Napi::Value id = info[4];
   if (id.IsString())
     check(api_.InferenceRequestSetId(triton, id.As<Napi::String>().Utf8Value().c_str()));
-  Napi::Value priority = options.Get("priority");
+  Napi::Value priority = info[5];
   if (priority.IsNumber())
     check(api_.InferenceRequestSetPriority(
         triton, priority.As<Napi::Number>().Uint32Value()));
-  Napi::Value timeout = options.Get("timeoutUs");
+  Napi::Value timeout = info[6];
   if (timeout.IsNumber())
     check(api_.InferenceRequestSetTimeoutMicroseconds(
         triton, static_cast<uint64_t>(timeout.As<Napi::Number>().Int64Value())));
-  Napi::Value flags = options.Get("flags");
+  Napi::Value flags = info[7];
   if (flags.IsNumber())
     check(api_.InferenceRequestSetFlags(triton,
                                         flags.As<Napi::Number>().Uint32Value()));
-  Napi::Value correlation = options.Get("correlationId");
+  Napi::Value correlation = info[8];
   if (correlation.IsString()) {
     check(api_.InferenceRequestSetCorrelationIdString(
         triton, correlation.As<Napi::String>().Utf8Value().c_str()));
@@ -465,48 +469,59 @@ void InferenceEngine::BuildRequest(const Napi::CallbackInfo& info,
     check(api_.InferenceRequestSetCorrelationId(
         triton, static_cast<uint64_t>(ToInt64(correlation, "sequence id"))));
   }
-  Napi::Value parameters = options.Get("parameters");
+  Napi::Value parameters = info[9];
   if (parameters.IsArray()) {
     Napi::Array list = parameters.As<Napi::Array>();
     for (uint32_t i = 0, n = list.Length(); i < n; ++i) {
       Napi::Array pair = list.Get(i).As<Napi::Array>();
       std::string key = pair.Get(0u).ToString();
       Napi::Value value = pair.Get(1u);
-      if (value.IsString()) {
-        if (!api_.InferenceRequestSetStringParameter)
-          throw ToJsError(env, Unsupported(api_, "InferenceRequestSetStringParameter"));
-        check(api_.InferenceRequestSetStringParameter(
-            triton, key.c_str(), value.As<Napi::String>().Utf8Value().c_str()));
-      } else if (value.IsBoolean()) {
-        if (!api_.InferenceRequestSetBoolParameter)
-          throw ToJsError(env, Unsupported(api_, "InferenceRequestSetBoolParameter"));
-        check(api_.InferenceRequestSetBoolParameter(triton, key.c_str(),
-                                                    value.ToBoolean()));
-      } else if (value.IsBigInt() ||
-                 (value.IsNumber() && Napi::Number(env, value).DoubleValue() ==
-                                          static_cast<double>(ToInt64(value, key.c_str())))) {
-        if (!api_.InferenceRequestSetIntParameter)
-          throw ToJsError(env, Unsupported(api_, "InferenceRequestSetIntParameter"));
-        check(api_.InferenceRequestSetIntParameter(triton, key.c_str(),
-                                                   ToInt64(value, key.c_str())));
-      } else if (value.IsNumber()) {
-        if (!api_.InferenceRequestSetDoubleParameter)
-          throw ToJsError(env, Unsupported(api_, "InferenceRequestSetDoubleParameter"));
-        check(api_.InferenceRequestSetDoubleParameter(
-            triton, key.c_str(), value.As<Napi::Number>().DoubleValue()));
-      } else {
-        throw InvalidArg(env, "parameter '" + key +
-                                  "' must be a string, number, bigint or boolean");
-      }
+      SetParameter(env, triton, key, value);
     }
+  }
+}
+
+// One request parameter, typed by its JS value.
+void InferenceEngine::SetParameter(Napi::Env env,
+                                   TRITONSERVER_InferenceRequest* triton,
+                                   const std::string& key, Napi::Value value) {
+  auto check = [&](TRITONSERVER_Error* err) {
+    if (auto failure = TakeError(api_, err)) throw ToJsError(env, *failure);
+  };
+  auto require = [&](auto function, const char* name) {
+    if (function == nullptr) throw ToJsError(env, Unsupported(api_, name));
+  };
+  if (value.IsString()) {
+    require(api_.InferenceRequestSetStringParameter, "InferenceRequestSetStringParameter");
+    check(api_.InferenceRequestSetStringParameter(
+        triton, key.c_str(), value.As<Napi::String>().Utf8Value().c_str()));
+  } else if (value.IsBoolean()) {
+    require(api_.InferenceRequestSetBoolParameter, "InferenceRequestSetBoolParameter");
+    check(api_.InferenceRequestSetBoolParameter(triton, key.c_str(),
+                                                value.ToBoolean()));
+  } else if (value.IsBigInt() ||
+             (value.IsNumber() && std::trunc(value.As<Napi::Number>().DoubleValue()) ==
+                                      value.As<Napi::Number>().DoubleValue())) {
+    require(api_.InferenceRequestSetIntParameter, "InferenceRequestSetIntParameter");
+    check(api_.InferenceRequestSetIntParameter(triton, key.c_str(),
+                                               ToInt64(value, key.c_str())));
+  } else if (value.IsNumber()) {
+    require(api_.InferenceRequestSetDoubleParameter, "InferenceRequestSetDoubleParameter");
+    check(api_.InferenceRequestSetDoubleParameter(
+        triton, key.c_str(), value.As<Napi::Number>().DoubleValue()));
+  } else {
+    throw InvalidArg(env, "parameter '" + key +
+                              "' must be a string, number, bigint or boolean");
   }
 }
 
 Napi::Value InferenceEngine::Infer(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  if (info.Length() < 5 || !info[0].IsString() || !info[1].IsNumber() ||
+  if (info.Length() < 10 || !info[0].IsString() || !info[1].IsNumber() ||
       !info[2].IsArray())
-    throw InvalidArg(env, "infer(model, version, inputs, outputs, options)");
+    throw InvalidArg(env,
+                     "infer(model, version, inputs, outputs, id, priority, "
+                     "timeoutUs, flags, correlationId, parameters)");
   if (allocator_ == nullptr)
     throw ToJsError(env, TRITONSERVER_ERROR_INTERNAL,
                     "the response allocator could not be created");

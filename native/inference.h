@@ -31,7 +31,8 @@ class InferenceEngine {
       Napi::Function on_responses);
   ~InferenceEngine();
 
-  // infer(model, version, inputs, outputs, options) → request token.
+  // infer(model, version, inputs, outputs, id, priority, timeoutUs, flags,
+  //       correlationId, parameters) → request token.
   Napi::Value Infer(const Napi::CallbackInfo& info);
   void Cancel(Napi::Env env, uint32_t token);
   uint32_t InFlight() const { return static_cast<uint32_t>(requests_.size()); }
@@ -88,6 +89,8 @@ class InferenceEngine {
   Request* NewRequest();
   void Finish(Napi::Env env, Request* request);
   void BuildRequest(const Napi::CallbackInfo& info, Request* request);
+  void SetParameter(Napi::Env env, TRITONSERVER_InferenceRequest* triton,
+                    const std::string& key, Napi::Value value);
 
   std::shared_ptr<ServerState> state_;
   const TritonApi& api_;

@@ -295,24 +295,34 @@ describe('validation before native code', () => {
 });
 
 describe('output memory', () => {
-  it('frees zero-copy outputs when JS drops them', async () => {
+  it('hands large outputs to JS without a copy and frees them when JS drops them', async () => {
     await (async () => {
       const response = await server.model('identity_fp32').infer({
-        inputs: { INPUT0: { shape: [1, 1024], data: new Float32Array(1024).fill(2) } },
+        inputs: { INPUT0: { shape: [1, 4096], data: new Float32Array(4096).fill(2) } },
       });
+      // The native buffer is still alive: JS holds it, not a copy.
       expect(liveObjects().outputBuffers).toBe(1);
-      expect((response.outputs.OUTPUT0!.data as Float32Array)[1023]).toBe(2);
+      expect((response.outputs.OUTPUT0!.data as Float32Array)[4095]).toBe(2);
     })();
     await expectNothingLive();
+  });
+
+  it('copies small outputs (≤ 4 KiB), freeing the native buffer at once', async () => {
+    const response = await server.model('identity_fp32').infer({
+      inputs: { INPUT0: { shape: [1, 1024], data: new Float32Array(1024).fill(3) } },
+    });
+    expect(liveObjects().outputBuffers).toBe(0);
+    expect((response.outputs.OUTPUT0!.data as Float32Array)[1023]).toBe(3);
   });
 
   it('copies outputs into JS memory with outputCopy', async () => {
     const copying = await startServer({ outputCopy: true, startupModels: ['identity_fp32'] });
     try {
-      const response = await copying.model('identity_fp32').infer({ inputs: { INPUT0: { shape: [1, 3], data: new Float32Array([1, 2, 3]) } } });
+      const data = Float32Array.from({ length: 4096 }, (_, i) => i);
+      const response = await copying.model('identity_fp32').infer({ inputs: { INPUT0: { shape: [1, 4096], data } } });
       // The native buffer was freed with the response: nothing held for JS.
       expect(liveObjects().outputBuffers).toBe(0);
-      expect(Array.from(response.outputs.OUTPUT0!.data as Float32Array)).toEqual([1, 2, 3]);
+      expect(Array.from(response.outputs.OUTPUT0!.data as Float32Array)).toEqual(Array.from(data));
     } finally {
       await copying.stop();
     }
