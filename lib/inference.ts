@@ -4,7 +4,7 @@
  * completion the addon drains (one call per JS tick) to its request.
  */
 import { TritonError } from './errors.js';
-import type { NativeInputFields, NativeResponse, NativeServer } from './native.js';
+import type { NativeInputField, NativeResponseCallback, NativeServer } from './native.js';
 import { normalizeInput, outputTensor, type DataType, type InputValue, type Tensor } from './tensor.js';
 
 export interface SequenceOptions {
@@ -71,7 +71,18 @@ interface ConfigJson {
 const SEQUENCE_START = 1;
 const SEQUENCE_END = 2;
 
-type Handler = (response: NativeResponse) => void;
+/** One completion of a request, as the addon delivered it. */
+interface Completion {
+  final: boolean;
+  error: TritonError | undefined;
+  /** Set when the completion carries a response. */
+  version: number | undefined;
+  parameters: Record<string, string | number | boolean> | undefined;
+  /** name, datatype, rank, dims…, bytes for each output. */
+  outputs: Array<string | number | ArrayBuffer>;
+}
+
+type Handler = (completion: Completion) => void;
 
 function cancelled(message: string, cause?: unknown): TritonError {
   return new TritonError('CANCELLED', message, cause === undefined ? undefined : { cause });
@@ -82,21 +93,27 @@ function invalid(message: string): TritonError {
 }
 
 /** A completion that carries a response (not just the FINAL flag). */
-function hasResponse(response: NativeResponse): boolean {
-  return response[2] !== undefined || response[3] !== undefined;
+function hasResponse(completion: Completion): boolean {
+  return completion.error !== undefined || completion.version !== undefined;
 }
 
-function toResponse(response: NativeResponse, model: string, request: InferenceRequest): InferenceResponse {
+function toResponse(completion: Completion, model: string, request: InferenceRequest): InferenceResponse {
   const outputs: Record<string, Tensor> = {};
-  for (const [name, datatype, shape, data] of response[4] ?? []) {
-    outputs[name] = outputTensor(name, datatype, shape, data);
+  const fields = completion.outputs;
+  for (let i = 0; i < fields.length; ) {
+    const name = fields[i++] as string;
+    const datatype = fields[i++] as number;
+    const rank = fields[i++] as number;
+    const shape = fields.slice(i, i + rank) as number[];
+    i += rank;
+    outputs[name] = outputTensor(name, datatype, shape, fields[i++] as ArrayBuffer);
   }
   return {
-    model: { name: model, version: response[3] ?? -1 },
+    model: { name: model, version: completion.version ?? -1 },
     id: request.id ?? '',
     outputs,
-    parameters: response[5] ?? {},
-    final: response[1],
+    parameters: completion.parameters ?? {},
+    final: completion.final,
   };
 }
 
@@ -115,20 +132,17 @@ export class Inference {
     this.#native = nativeServer;
   }
 
-  /** Receives every completion the addon drained in one tick. */
-  readonly onResponses = (responses: NativeResponse[]): void => {
-    for (const response of responses) {
-      const token = response[0];
-      const handler = this.#pending.get(token);
-      if (response[1]) this.#pending.delete(token);
-      try {
-        handler?.(response);
-      } catch (error) {
-        // One broken handler must not cost the others their responses.
-        queueMicrotask(() => {
-          throw error;
-        });
-      }
+  /** Receives each completion the addon drains, routed by token. */
+  readonly onResponse: NativeResponseCallback = (token, final, error, version, parameters, ...outputs) => {
+    const handler = this.#pending.get(token);
+    if (final) this.#pending.delete(token);
+    try {
+      handler?.({ final, error, version, parameters, outputs });
+    } catch (failure) {
+      // One broken handler must not cost the others their responses.
+      queueMicrotask(() => {
+        throw failure;
+      });
     }
   };
 
@@ -140,7 +154,9 @@ export class Inference {
     const handlers = [...this.#pending.values()];
     this.#pending.clear();
     const stopped = new TritonError('UNAVAILABLE', 'the server stopped before the request completed');
-    for (const handler of handlers) handler([0, true, stopped]);
+    for (const handler of handlers) {
+      handler({ final: true, error: stopped, version: undefined, parameters: undefined, outputs: [] });
+    }
   }
 
   /** Drops cached metadata (a model was loaded, unloaded or reloaded). */
@@ -159,7 +175,7 @@ export class Inference {
 
     return new Promise<InferenceResponse>((resolve, reject) => {
       const token = startRequest(nativeServer, model, version, inputs, request);
-      let response: NativeResponse | undefined;
+      let response: Completion | undefined;
       let extraResponses = 0;
       let settled = false;
       let timer: NodeJS.Timeout | undefined;
@@ -177,7 +193,7 @@ export class Inference {
       };
       this.#pending.set(token, (completion) => {
         if (settled) return;
-        const error = completion[2];
+        const error = completion.error;
         if (error !== undefined) {
           if (settle()) reject(error);
           return;
@@ -186,7 +202,7 @@ export class Inference {
           if (response === undefined) response = completion;
           else extraResponses++;
         }
-        if (!completion[1] || !settle()) return;
+        if (!completion.final || !settle()) return;
         if (response === undefined) {
           reject(new TritonError('INTERNAL', `model '${model}' completed the request without a response`));
         } else if (extraResponses > 0) {
@@ -224,7 +240,7 @@ export class Inference {
     if (signal?.aborted) throw cancelled('the request was aborted before it started', signal.reason);
 
     const token = startRequest(nativeServer, model, version, inputs, request);
-    const queue: NativeResponse[] = [];
+    const queue: Completion[] = [];
     let wake: (() => void) | undefined;
     let failure: TritonError | undefined;
     let finished = false;
@@ -259,12 +275,12 @@ export class Inference {
           });
           continue;
         }
-        if (completion[2] !== undefined) {
-          finished = completion[1];
-          throw completion[2];
+        if (completion.error !== undefined) {
+          finished = completion.final;
+          throw completion.error;
         }
         if (hasResponse(completion)) yield toResponse(completion, model, request);
-        if (completion[1]) {
+        if (completion.final) {
           finished = true;
           return;
         }
@@ -334,11 +350,11 @@ function buildModelInfo(metadata: MetadataJson, config: ConfigJson): ModelInfo {
 }
 
 /** Checked inputs, flat as the addon takes them: name, datatype, shape, data, … */
-function prepareInputs(model: string, info: ModelInfo, request: InferenceRequest): Array<NativeInputFields[number]> {
+function prepareInputs(model: string, info: ModelInfo, request: InferenceRequest): NativeInputField[] {
   if (request === null || typeof request !== 'object' || request.inputs === null || typeof request.inputs !== 'object') {
     throw invalid(`a request to model '${model}' needs an 'inputs' object`);
   }
-  const prepared: Array<NativeInputFields[number]> = [];
+  const prepared: NativeInputField[] = [];
   for (const name of Object.keys(request.inputs)) {
     const expected = info.inputs.get(name);
     if (expected === undefined) {
@@ -347,7 +363,7 @@ function prepareInputs(model: string, info: ModelInfo, request: InferenceRequest
     // normalizeInput also refuses data of another type than the model's.
     const input = normalizeInput(name, request.inputs[name] as InputValue, expected.datatype);
     checkShape(model, name, input.shape, expected.shape, info.maxBatchSize);
-    prepared.push(input.name, input.datatype, input.shape, input.data);
+    prepared.push(input.name, input.datatype, input.shape.length, ...input.shape, input.data);
   }
   for (const name of info.required) {
     if (!(name in request.inputs)) throw invalid(`model '${model}' needs input '${name}'`);
@@ -376,7 +392,7 @@ function startRequest(
   nativeServer: NativeServer,
   model: string,
   version: number,
-  inputs: Array<NativeInputFields[number]>,
+  inputs: NativeInputField[],
   request: InferenceRequest,
 ): number {
   const { id, priority, timeoutMs, sequence, parameters } = request;
@@ -406,7 +422,6 @@ function startRequest(
   return nativeServer.infer(
     model,
     version,
-    inputs,
     request.outputs ?? null,
     id === undefined ? undefined : String(id),
     priority,
@@ -414,5 +429,6 @@ function startRequest(
     flags,
     sequence?.id,
     parameterList,
+    ...inputs,
   );
 }

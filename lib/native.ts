@@ -9,25 +9,24 @@ import { fileURLToPath } from 'node:url';
 import { TritonError } from './errors.js';
 
 
-/** An output as the addon delivers it: [name, datatype, shape, bytes]. */
-export type NativeOutput = [name: string, datatype: number, shape: number[], data: ArrayBuffer];
-
 /**
- * One completion: [token, final, error, version, outputs, parameters]. A
- * FINAL flag without a response has only the first two; the model name and
- * request id are the caller's own.
+ * The addon calls this once per completion of a request, all that one JS
+ * tick drained in a row: the request's token, Triton's FINAL flag, then
+ * either an error, or the model version, response parameters and each
+ * output flat as name, datatype, rank, dims…, bytes. A FINAL flag without a
+ * response has only the first two arguments.
  */
-export type NativeResponse = [
+export type NativeResponseCallback = (
   token: number,
   final: boolean,
-  error?: TritonError,
+  error: TritonError | undefined,
   version?: number,
-  outputs?: NativeOutput[],
   parameters?: Record<string, string | number | boolean>,
-];
+  ...outputs: Array<string | number | ArrayBuffer>
+) => void;
 
-/** An input flattened for the addon: name, datatype (enum), shape, data. */
-export type NativeInputFields = [name: string, datatype: number, shape: number[], data: ArrayBufferView];
+/** One field of an input flattened for the addon: name, datatype (enum), rank, dims…, data. */
+export type NativeInputField = string | number | ArrayBufferView;
 
 export interface LibraryInfo {
   path: string;
@@ -66,13 +65,13 @@ export interface NativeServer {
   metrics(): Promise<string>;
   stop(): Promise<void>;
   /**
-   * Starts a request; throws synchronously when Triton refuses it. Inputs
-   * come flat (NativeInputFields one after another), options positionally.
+   * Starts a request; throws synchronously when Triton refuses it. Options
+   * come positionally (undefined = not set), then each input flat as name,
+   * datatype (enum), rank, dims…, data.
    */
   infer(
     model: string,
     version: number,
-    inputs: Array<NativeInputFields[number]>,
     outputs: string[] | null,
     id: string | undefined,
     priority: number | undefined,
@@ -80,6 +79,7 @@ export interface NativeServer {
     flags: number | undefined,
     correlationId: number | bigint | string | undefined,
     parameters: Array<[string, string | number | bigint | boolean]> | undefined,
+    ...inputs: NativeInputField[]
   ): number;
   cancel(token: number): void;
   inFlight(): number;
@@ -93,7 +93,7 @@ export interface NativeAddon {
   startServer(
     candidates: string[],
     optionCalls: ReadonlyArray<readonly [string, ...OptionCallArgs]>,
-    onResponses: (responses: NativeResponse[]) => void,
+    onResponse: NativeResponseCallback,
     copyOutputs: boolean,
   ): Promise<NativeServer>;
   liveObjects(): LiveObjects;

@@ -76,7 +76,7 @@ export class Server implements AsyncDisposable {
     const nativeServer = await native.startServer(
       librarySearchPaths(resolved.libraryPath),
       serverOptionCalls(resolved),
-      inference.onResponses,
+      inference.onResponse,
       resolved.outputCopy ?? false,
     );
     const server = new Server(nativeServer, inference);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 namespace tsn {
 
@@ -172,62 +173,71 @@ void InferenceEngine::DrainOnJsThread(Napi::Env env, Napi::Function callback) {
     draining_.swap(queue_);
     drain_scheduled_ = false;
   }
-  Napi::Array delivered = Napi::Array::New(env);
-  uint32_t count = 0;
+  std::optional<Napi::Error> thrown;
   for (const Completion& completion : draining_) {
     Request* request = completion.request;
     if (completion.is_release) {
       request->released = true;
     } else {
-      bool final = (completion.flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0;
-      delivered.Set(count++, ResponseToJs(env, request, completion.response,
-                                          completion.flags));
+      try {
+        DeliverResponse(env, callback, request, completion.response,
+                        completion.flags);
+      } catch (const Napi::Error& error) {
+        if (!thrown) thrown = error;
+      }
       if (completion.response != nullptr) {
         TakeError(api_, api_.InferenceResponseDelete(completion.response));
         Live().responses--;
       }
-      if (final) request->final_seen = true;
+      if (completion.flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        request->final_seen = true;
     }
     if (request->released && request->final_seen) Finish(env, request);
   }
   draining_.clear();
-  if (count == 0) return;
-  try {
-    callback.Call({delivered});
-  } catch (const Napi::Error& error) {
-    // Never let a C++ exception out of the thread-safe function's callback;
-    // the JS error becomes an uncaught exception, as for any callback.
-    error.ThrowAsJavaScriptException();
-  }
+  // Never let a C++ exception out of the thread-safe function's callback;
+  // a JS error becomes an uncaught exception, as for any callback.
+  if (thrown) thrown->ThrowAsJavaScriptException();
 }
 
-// One response as [token, final, error, version, outputs, parameters]. The
-// model name and request id are the caller's own, so they are not copied
-// back into JS strings here.
-Napi::Value InferenceEngine::ResponseToJs(
-    Napi::Env env, Request* request, TRITONSERVER_InferenceResponse* response,
-    uint32_t flags) {
-  Napi::Array result = Napi::Array::New(env, response == nullptr ? 2 : 6);
-  result.Set(0u, Napi::Number::New(env, request->token));
-  result.Set(1u, Napi::Boolean::New(
-                     env, (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0));
-  if (response == nullptr) return result;  // a FINAL flag without a response
-  if (auto failure = TakeError(api_, api_.InferenceResponseError(response))) {
-    result.Set(2u, ToJsError(env, *failure).Value());
-    return result;
+// Calls callback(token, final, error, version, parameters, ...outputs) with
+// each output flat as name, datatype, rank, dims..., ArrayBuffer. Arguments
+// rather than arrays: setting array elements from C++ costs more than
+// everything else in a response. The model name and request id are the
+// caller's own and are not rebuilt as JS strings.
+void InferenceEngine::DeliverResponse(Napi::Env env, Napi::Function callback,
+                                      Request* request,
+                                      TRITONSERVER_InferenceResponse* response,
+                                      uint32_t flags) {
+  std::vector<napi_value>& args = args_scratch_;
+  args.clear();
+  args.push_back(Napi::Number::New(env, request->token));
+  args.push_back(Napi::Boolean::New(
+      env, (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0));
+  auto fail = [&](const Failure& failure) {
+    args.resize(2);
+    args.push_back(ToJsError(env, failure).Value());
+    callback.Call(args);
+  };
+  if (response == nullptr) {  // a FINAL flag without a response
+    callback.Call(args);
+    return;
   }
+  if (auto failure = TakeError(api_, api_.InferenceResponseError(response)))
+    return fail(*failure);
   const char* model_name = nullptr;
   int64_t model_version = -1;
   if (auto failure = TakeError(api_, api_.InferenceResponseModel(
-                                         response, &model_name, &model_version))) {
-    result.Set(2u, ToJsError(env, *failure).Value());
-    return result;
-  }
-  result.Set(3u, Napi::Number::New(env, static_cast<double>(model_version)));
+                                         response, &model_name, &model_version)))
+    return fail(*failure);
+  args.push_back(env.Undefined());
+  args.push_back(Napi::Number::New(env, static_cast<double>(model_version)));
+  args.push_back(ResponseParameters(env, response));
 
   uint32_t output_count = 0;
-  TakeError(api_, api_.InferenceResponseOutputCount(response, &output_count));
-  Napi::Array outputs = Napi::Array::New(env, output_count);
+  if (auto failure = TakeError(
+          api_, api_.InferenceResponseOutputCount(response, &output_count)))
+    return fail(*failure);
   for (uint32_t i = 0; i < output_count; ++i) {
     const char* name = nullptr;
     TRITONSERVER_DataType datatype = TRITONSERVER_TYPE_INVALID;
@@ -242,75 +252,65 @@ Napi::Value InferenceEngine::ResponseToJs(
             api_, api_.InferenceResponseOutput(
                       response, i, &name, &datatype, &shape, &dim_count, &base,
                       &byte_size, &memory_type, &memory_type_id,
-                      &buffer_userp))) {
-      result.Set(2u, ToJsError(env, *failure).Value());
-      return result;
-    }
-    Napi::Array dims = Napi::Array::New(env, dim_count);
+                      &buffer_userp)))
+      return fail(*failure);
+    if (memory_type == TRITONSERVER_MEMORY_GPU)
+      return fail(Failure{TRITONSERVER_ERROR_UNSUPPORTED,
+                          std::string("output '") + name +
+                              "' is in GPU memory"});
+    args.push_back(Napi::String::New(env, name));
+    args.push_back(Napi::Number::New(env, datatype));
+    args.push_back(Napi::Number::New(env, static_cast<double>(dim_count)));
     for (uint64_t d = 0; d < dim_count; ++d)
-      dims.Set(static_cast<uint32_t>(d),
-               Napi::Number::New(env, static_cast<double>(shape[d])));
-    Napi::Value data;
-    auto* header = static_cast<BufferHeader*>(buffer_userp);
+      args.push_back(Napi::Number::New(env, static_cast<double>(shape[d])));
     if (byte_size == 0 || base == nullptr) {
-      data = Napi::ArrayBuffer::New(env, 0);
-    } else if (memory_type == TRITONSERVER_MEMORY_GPU || header == nullptr) {
-      // Not memory our allocator handed out: copy if it is host memory.
-      if (memory_type == TRITONSERVER_MEMORY_GPU) {
-        result.Set(2u, ToJsError(env, TRITONSERVER_ERROR_UNSUPPORTED,
-                                 std::string("output '") + name +
-                                     "' is in GPU memory")
-                           .Value());
-        return result;
-      }
+      args.push_back(Napi::ArrayBuffer::New(env, 0));
+    } else if (buffer_userp == nullptr) {
+      // Host memory our allocator did not hand out: copy it.
       Napi::ArrayBuffer copy = Napi::ArrayBuffer::New(env, byte_size);
       std::memcpy(copy.Data(), base, byte_size);
-      data = copy;
+      args.push_back(copy);
     } else {
-      data = OutputBuffer(env, base, byte_size);
+      args.push_back(OutputBuffer(env, base, byte_size));
     }
-    Napi::Array output = Napi::Array::New(env, 4);
-    output.Set(0u, Napi::String::New(env, name));
-    output.Set(1u, Napi::Number::New(env, datatype));
-    output.Set(2u, dims);
-    output.Set(3u, data);
-    outputs.Set(i, output);
   }
-  result.Set(4u, outputs);
+  callback.Call(args);
+}
 
+// The response's parameters as an object, or undefined when it has none.
+Napi::Value InferenceEngine::ResponseParameters(
+    Napi::Env env, TRITONSERVER_InferenceResponse* response) {
   uint32_t parameter_count = 0;
   TakeError(api_, api_.InferenceResponseParameterCount(response, &parameter_count));
-  if (parameter_count > 0) {
-    Napi::Object parameters = Napi::Object::New(env);
-    for (uint32_t i = 0; i < parameter_count; ++i) {
-      const char* name = nullptr;
-      TRITONSERVER_ParameterType type = TRITONSERVER_PARAMETER_STRING;
-      const void* value = nullptr;
-      if (TakeError(api_, api_.InferenceResponseParameter(response, i, &name,
-                                                          &type, &value)) ||
-          name == nullptr || value == nullptr)
-        continue;
-      switch (type) {
-        case TRITONSERVER_PARAMETER_STRING:
-          parameters.Set(name, static_cast<const char*>(value));
-          break;
-        case TRITONSERVER_PARAMETER_INT:
-          parameters.Set(name, Napi::Number::New(env, static_cast<double>(
-                                   *static_cast<const int64_t*>(value))));
-          break;
-        case TRITONSERVER_PARAMETER_BOOL:
-          parameters.Set(name, *static_cast<const bool*>(value));
-          break;
-        case TRITONSERVER_PARAMETER_DOUBLE:
-          parameters.Set(name, *static_cast<const double*>(value));
-          break;
-        default:
-          break;
-      }
+  if (parameter_count == 0) return env.Undefined();
+  Napi::Object parameters = Napi::Object::New(env);
+  for (uint32_t i = 0; i < parameter_count; ++i) {
+    const char* name = nullptr;
+    TRITONSERVER_ParameterType type = TRITONSERVER_PARAMETER_STRING;
+    const void* value = nullptr;
+    if (TakeError(api_, api_.InferenceResponseParameter(response, i, &name,
+                                                        &type, &value)) ||
+        name == nullptr || value == nullptr)
+      continue;
+    switch (type) {
+      case TRITONSERVER_PARAMETER_STRING:
+        parameters.Set(name, static_cast<const char*>(value));
+        break;
+      case TRITONSERVER_PARAMETER_INT:
+        parameters.Set(name, Napi::Number::New(env, static_cast<double>(
+                                 *static_cast<const int64_t*>(value))));
+        break;
+      case TRITONSERVER_PARAMETER_BOOL:
+        parameters.Set(name, *static_cast<const bool*>(value));
+        break;
+      case TRITONSERVER_PARAMETER_DOUBLE:
+        parameters.Set(name, *static_cast<const double*>(value));
+        break;
+      default:
+        break;
     }
-    result.Set(5u, parameters);
   }
-  return result;
+  return parameters;
 }
 
 // The tensor bytes as an ArrayBuffer: adopted without a copy where Node-API
@@ -381,6 +381,9 @@ void InferenceEngine::Finish(Napi::Env env, Request* request) {
 
 namespace {
 
+// infer()'s arguments before the inputs.
+constexpr size_t kFirstInputArg = 9;
+
 int64_t ToInt64(Napi::Value value, const char* what) {
   if (value.IsBigInt()) {
     bool lossless = false;
@@ -395,10 +398,11 @@ int64_t ToInt64(Napi::Value value, const char* what) {
 }  // namespace
 
 // Adds inputs, outputs and options to request->triton; throws on failure.
-// infer(model, version, inputs, outputs, id, priority, timeoutUs, flags,
-//       correlationId, parameters): inputs flat as [name, datatype, shape,
-// data, ...], options positional (undefined = not set), because looking up
-// properties by name costs more than the rest of a request.
+// infer(model, version, outputs, id, priority, timeoutUs, flags,
+//       correlationId, parameters, ...inputs): options positional
+// (undefined = not set), then each input flat as name, datatype, rank,
+// dims..., data — arguments rather than objects or arrays, because reading
+// properties and elements costs more than the rest of a request.
 void InferenceEngine::BuildRequest(const Napi::CallbackInfo& info,
                                    Request* request) {
   Napi::Env env = info.Env();
@@ -407,61 +411,59 @@ void InferenceEngine::BuildRequest(const Napi::CallbackInfo& info,
     if (auto failure = TakeError(api_, err)) throw ToJsError(env, *failure);
   };
 
-  Napi::Array inputs = info[2].As<Napi::Array>();
-  const uint32_t fields = inputs.Length();
-  if (fields % 4 != 0)
-    throw InvalidArg(env, "inputs must be [name, datatype, shape, data] groups");
-  for (uint32_t i = 0; i < fields; i += 4) {
-    Napi::Value name_value = inputs.Get(i);
-    Napi::Value datatype = inputs.Get(i + 1);
-    Napi::Value shape_value = inputs.Get(i + 2);
-    Napi::Value data_value = inputs.Get(i + 3);
-    if (!name_value.IsString() || !datatype.IsNumber() ||
-        !shape_value.IsArray() || !data_value.IsTypedArray())
-      throw InvalidArg(env,
-                       "each input needs a name, a datatype, a shape and a "
-                       "TypedArray of data");
-    std::string name = name_value.As<Napi::String>();
-    Napi::Array shape = shape_value.As<Napi::Array>();
+  const size_t argc = info.Length();
+  input_views_.clear();
+  for (size_t i = kFirstInputArg; i < argc;) {
+    if (i + 3 > argc || !info[i].IsString() || !info[i + 1].IsNumber() ||
+        !info[i + 2].IsNumber())
+      throw InvalidArg(env, "each input needs a name, a datatype and a rank");
+    std::string name = info[i].As<Napi::String>();
+    auto datatype = static_cast<TRITONSERVER_DataType>(
+        info[i + 1].As<Napi::Number>().Int32Value());
+    const int64_t rank = info[i + 2].As<Napi::Number>().Int64Value();
+    i += 3;
+    if (rank < 0 || i + static_cast<size_t>(rank) + 1 > argc)
+      throw InvalidArg(env, "input '" + name + "': bad rank or missing data");
     shape_scratch_.clear();
-    for (uint32_t d = 0, dims = shape.Length(); d < dims; ++d)
-      shape_scratch_.push_back(shape.Get(d).As<Napi::Number>().Int64Value());
-    Napi::TypedArray data = data_value.As<Napi::TypedArray>();
+    for (int64_t d = 0; d < rank; ++d, ++i)
+      shape_scratch_.push_back(info[i].As<Napi::Number>().Int64Value());
+    if (!info[i].IsTypedArray())
+      throw InvalidArg(env, "input '" + name + "': data must be a TypedArray");
+    Napi::TypedArray data = info[i++].As<Napi::TypedArray>();
+    input_views_.push_back(data);
     const uint8_t* bytes =
         static_cast<const uint8_t*>(data.ArrayBuffer().Data()) +
         data.ByteOffset();
-    check(api_.InferenceRequestAddInput(
-        triton, name.c_str(),
-        static_cast<TRITONSERVER_DataType>(
-            datatype.As<Napi::Number>().Int32Value()),
-        shape_scratch_.data(), shape_scratch_.size()));
+    check(api_.InferenceRequestAddInput(triton, name.c_str(), datatype,
+                                        shape_scratch_.data(),
+                                        shape_scratch_.size()));
     check(api_.InferenceRequestAppendInputData(triton, name.c_str(), bytes,
                                                data.ByteLength(),
                                                TRITONSERVER_MEMORY_CPU, 0));
   }
-  if (info[3].IsArray()) {
-    Napi::Array outputs = info[3].As<Napi::Array>();
+  if (info[2].IsArray()) {
+    Napi::Array outputs = info[2].As<Napi::Array>();
     for (uint32_t i = 0, n = outputs.Length(); i < n; ++i) {
       std::string name = outputs.Get(i).ToString();
       check(api_.InferenceRequestAddRequestedOutput(triton, name.c_str()));
     }
   }
-  Napi::Value id = info[4];
+  Napi::Value id = info[3];
   if (id.IsString())
     check(api_.InferenceRequestSetId(triton, id.As<Napi::String>().Utf8Value().c_str()));
-  Napi::Value priority = info[5];
+  Napi::Value priority = info[4];
   if (priority.IsNumber())
     check(api_.InferenceRequestSetPriority(
         triton, priority.As<Napi::Number>().Uint32Value()));
-  Napi::Value timeout = info[6];
+  Napi::Value timeout = info[5];
   if (timeout.IsNumber())
     check(api_.InferenceRequestSetTimeoutMicroseconds(
         triton, static_cast<uint64_t>(timeout.As<Napi::Number>().Int64Value())));
-  Napi::Value flags = info[7];
+  Napi::Value flags = info[6];
   if (flags.IsNumber())
     check(api_.InferenceRequestSetFlags(triton,
                                         flags.As<Napi::Number>().Uint32Value()));
-  Napi::Value correlation = info[8];
+  Napi::Value correlation = info[7];
   if (correlation.IsString()) {
     check(api_.InferenceRequestSetCorrelationIdString(
         triton, correlation.As<Napi::String>().Utf8Value().c_str()));
@@ -469,7 +471,7 @@ void InferenceEngine::BuildRequest(const Napi::CallbackInfo& info,
     check(api_.InferenceRequestSetCorrelationId(
         triton, static_cast<uint64_t>(ToInt64(correlation, "sequence id"))));
   }
-  Napi::Value parameters = info[9];
+  Napi::Value parameters = info[8];
   if (parameters.IsArray()) {
     Napi::Array list = parameters.As<Napi::Array>();
     for (uint32_t i = 0, n = list.Length(); i < n; ++i) {
@@ -517,11 +519,11 @@ void InferenceEngine::SetParameter(Napi::Env env,
 
 Napi::Value InferenceEngine::Infer(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  if (info.Length() < 10 || !info[0].IsString() || !info[1].IsNumber() ||
-      !info[2].IsArray())
+  if (info.Length() < kFirstInputArg || !info[0].IsString() ||
+      !info[1].IsNumber())
     throw InvalidArg(env,
-                     "infer(model, version, inputs, outputs, id, priority, "
-                     "timeoutUs, flags, correlationId, parameters)");
+                     "infer(model, version, outputs, id, priority, timeoutUs, "
+                     "flags, correlationId, parameters, ...inputs)");
   if (allocator_ == nullptr)
     throw ToJsError(env, TRITONSERVER_ERROR_INTERNAL,
                     "the response allocator could not be created");
@@ -553,7 +555,7 @@ Napi::Value InferenceEngine::Infer(const Napi::CallbackInfo& info) {
                     &InferenceEngine::OnResponse, request)))
     throw fail(ToJsError(env, *failure));
 
-  request->inputs = Napi::Persistent(info[2]);
+  request->inputs = Napi::Persistent(InputsToKeep(env));
   Live().input_references++;
   if (requests_.empty()) tsfn_.Ref(env);
   requests_.emplace(request->token, request);
@@ -563,6 +565,16 @@ Napi::Value InferenceEngine::Infer(const Napi::CallbackInfo& info) {
                                          nullptr)))
     throw fail(ToJsError(env, *failure));
   return Napi::Number::New(env, request->token);
+}
+
+// What Triton reads from until it releases the request: the one input's
+// data, or an array of all of them (one reference either way).
+Napi::Value InferenceEngine::InputsToKeep(Napi::Env env) {
+  if (input_views_.size() == 1) return Napi::Value(env, input_views_[0]);
+  Napi::Array all = Napi::Array::New(env, input_views_.size());
+  for (size_t i = 0; i < input_views_.size(); ++i)
+    all.Set(static_cast<uint32_t>(i), input_views_[i]);
+  return all;
 }
 
 void InferenceEngine::Cancel(Napi::Env env, uint32_t token) {

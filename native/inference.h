@@ -31,8 +31,8 @@ class InferenceEngine {
       Napi::Function on_responses);
   ~InferenceEngine();
 
-  // infer(model, version, inputs, outputs, id, priority, timeoutUs, flags,
-  //       correlationId, parameters) → request token.
+  // infer(model, version, outputs, id, priority, timeoutUs, flags,
+  //       correlationId, parameters, ...inputs) → request token.
   Napi::Value Infer(const Napi::CallbackInfo& info);
   void Cancel(Napi::Env env, uint32_t token);
   uint32_t InFlight() const { return static_cast<uint32_t>(requests_.size()); }
@@ -82,13 +82,17 @@ class InferenceEngine {
 
   void Push(const Completion& completion);  // any thread
   void DrainOnJsThread(Napi::Env env, Napi::Function callback);
-  Napi::Value ResponseToJs(Napi::Env env, Request* request,
-                           TRITONSERVER_InferenceResponse* response,
-                           uint32_t flags);
+  void DeliverResponse(Napi::Env env, Napi::Function callback,
+                       Request* request,
+                       TRITONSERVER_InferenceResponse* response,
+                       uint32_t flags);
+  Napi::Value ResponseParameters(Napi::Env env,
+                                 TRITONSERVER_InferenceResponse* response);
   Napi::Value OutputBuffer(Napi::Env env, const void* base, size_t size);
   Request* NewRequest();
   void Finish(Napi::Env env, Request* request);
   void BuildRequest(const Napi::CallbackInfo& info, Request* request);
+  Napi::Value InputsToKeep(Napi::Env env);
   void SetParameter(Napi::Env env, TRITONSERVER_InferenceRequest* triton,
                     const std::string& key, Napi::Value value);
 
@@ -106,6 +110,8 @@ class InferenceEngine {
   std::vector<Request*> free_requests_;
   std::vector<int64_t> shape_scratch_;
   std::vector<Completion> draining_;
+  std::vector<napi_value> args_scratch_;
+  std::vector<napi_value> input_views_;  // of the request being built
 
   // Shared with Triton's threads.
   std::mutex queue_mutex_;
