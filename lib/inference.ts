@@ -166,15 +166,11 @@ export class Inference {
   }
 
   async infer(model: string, version: number, request: InferenceRequest): Promise<InferenceResponse> {
-    const nativeServer = this.#server();
     const key = `${model}\u0000${version}`;
     const info = this.#info.get(key) ?? (await this.#modelInfo(key, model, version));
-    const inputs = prepareInputs(model, info, request);
     const signal = request.signal;
-    if (signal?.aborted) throw cancelled('the request was aborted before it started', signal.reason);
-
     return new Promise<InferenceResponse>((resolve, reject) => {
-      const token = startRequest(nativeServer, model, version, inputs, request);
+      const token = this.#start(model, version, info, request);
       let response: Completion | undefined;
       let extraResponses = 0;
       let settled = false;
@@ -232,14 +228,10 @@ export class Inference {
   }
 
   async *stream(model: string, version: number, request: InferenceRequest): AsyncGenerator<InferenceResponse> {
-    const nativeServer = this.#server();
     const key = `${model}\u0000${version}`;
     const info = this.#info.get(key) ?? (await this.#modelInfo(key, model, version));
-    const inputs = prepareInputs(model, info, request);
     const signal = request.signal;
-    if (signal?.aborted) throw cancelled('the request was aborted before it started', signal.reason);
-
-    const token = startRequest(nativeServer, model, version, inputs, request);
+    const token = this.#start(model, version, info, request);
     const queue: Completion[] = [];
     let wake: (() => void) | undefined;
     let failure: TritonError | undefined;
@@ -295,6 +287,14 @@ export class Inference {
         this.#cancel(token);
       }
     }
+  }
+
+  /** Validates the request and hands it to the addon; returns its token. */
+  #start(model: string, version: number, info: ModelInfo, request: InferenceRequest): number {
+    const inputs = prepareInputs(model, info, request);
+    const signal = request.signal;
+    if (signal?.aborted) throw cancelled('the request was aborted before it started', signal.reason);
+    return startRequest(this.#server(), model, version, inputs, request);
   }
 
   #server(): NativeServer {

@@ -136,8 +136,6 @@ const nonEmptyString = z.string().min(1);
 const uint32 = z.number().int().min(0).max(UINT32_MAX);
 /** A `uint64_t`/`size_t` byte size or count, limited to safe integers. */
 const uint64 = z.number().int().min(0);
-/** A CUDA device ordinal (C `int`). */
-const gpuDeviceId = z.number().int().min(0).max(INT32_MAX);
 /** A key of a record indexed by CUDA device ordinal. */
 const gpuDeviceKey = z
   .string()

@@ -383,73 +383,79 @@ Napi::Value ServerWrap::ModelIsReady(const Napi::CallbackInfo& info) {
   });
 }
 
-Napi::Value ServerWrap::ModelMetadata(const Napi::CallbackInfo& info) {
+// The model queries that answer with a JSON message.
+Napi::Value ServerWrap::ModelMessage(const Napi::CallbackInfo& info,
+                                     ModelMessageCall call) {
   std::string name = GetString(info, 0, "model name");
   int64_t version = GetVersion(info, 1);
-  return RunWithServer(info.Env(), [name, version](const TritonApi& api,
-                                                   TRITONSERVER_Server* server,
-                                                   Outcome* outcome) {
+  return RunWithServer(info.Env(), [name, version, call](
+                                       const TritonApi& api,
+                                       TRITONSERVER_Server* server,
+                                       Outcome* outcome) {
     TRITONSERVER_Message* message = nullptr;
-    TRITONSERVER_Error* err = api.ServerModelMetadata(server, name.c_str(), version, &message);
+    TRITONSERVER_Error* err = call(api, server, name.c_str(), version, &message);
     return TakeJson(api, err, message, outcome);
+  });
+}
+
+// The model queries that answer with flags.
+Napi::Value ServerWrap::ModelFlags(const Napi::CallbackInfo& info,
+                                   ModelFlagsCall call) {
+  std::string name = GetString(info, 0, "model name");
+  int64_t version = GetVersion(info, 1);
+  return RunWithServer(info.Env(), [name, version, call](
+                                       const TritonApi& api,
+                                       TRITONSERVER_Server* server,
+                                       Outcome* outcome) {
+    uint32_t flags = 0;
+    void* unused = nullptr;
+    auto failure = TakeError(
+        api, call(api, server, name.c_str(), version, &flags, &unused));
+    *outcome = flags;
+    return failure;
+  });
+}
+
+Napi::Value ServerWrap::ModelMetadata(const Napi::CallbackInfo& info) {
+  return ModelMessage(info, [](const TritonApi& api, TRITONSERVER_Server* server,
+                               const char* name, int64_t version,
+                               TRITONSERVER_Message** message) {
+    return api.ServerModelMetadata(server, name, version, message);
   });
 }
 
 Napi::Value ServerWrap::ModelConfig(const Napi::CallbackInfo& info) {
-  std::string name = GetString(info, 0, "model name");
-  int64_t version = GetVersion(info, 1);
-  return RunWithServer(info.Env(), [name, version](const TritonApi& api,
-                                                   TRITONSERVER_Server* server,
-                                                   Outcome* outcome) {
-    TRITONSERVER_Message* message = nullptr;
-    TRITONSERVER_Error* err = api.ServerModelConfig(server, name.c_str(), version,
-                                          /*config_version=*/1, &message);
-    return TakeJson(api, err, message, outcome);
+  return ModelMessage(info, [](const TritonApi& api, TRITONSERVER_Server* server,
+                               const char* name, int64_t version,
+                               TRITONSERVER_Message** message) {
+    return api.ServerModelConfig(server, name, version, /*config_version=*/1,
+                                 message);
   });
 }
 
 Napi::Value ServerWrap::ModelStatistics(const Napi::CallbackInfo& info) {
-  std::string name = GetString(info, 0, "model name");
-  int64_t version = GetVersion(info, 1);
-  return RunWithServer(info.Env(), [name, version](const TritonApi& api,
-                                                   TRITONSERVER_Server* server,
-                                                   Outcome* outcome) {
-    TRITONSERVER_Message* message = nullptr;
-    TRITONSERVER_Error* err = api.ServerModelStatistics(server, name.c_str(), version, &message);
-    return TakeJson(api, err, message, outcome);
+  return ModelMessage(info, [](const TritonApi& api, TRITONSERVER_Server* server,
+                               const char* name, int64_t version,
+                               TRITONSERVER_Message** message) {
+    return api.ServerModelStatistics(server, name, version, message);
   });
 }
 
 Napi::Value ServerWrap::ModelBatchProperties(const Napi::CallbackInfo& info) {
-  std::string name = GetString(info, 0, "model name");
-  int64_t version = GetVersion(info, 1);
-  return RunWithServer(info.Env(), [name, version](const TritonApi& api,
-                                                   TRITONSERVER_Server* server,
-                                                   Outcome* outcome) {
-    uint32_t flags = 0;
-    void* unused = nullptr;
-    auto failure = TakeError(api, api.ServerModelBatchProperties(
-                                      server, name.c_str(), version, &flags,
-                                      &unused));
-    *outcome = flags;
-    return failure;
+  return ModelFlags(info, [](const TritonApi& api, TRITONSERVER_Server* server,
+                             const char* name, int64_t version, uint32_t* flags,
+                             void** voidp) {
+    return api.ServerModelBatchProperties(server, name, version, flags, voidp);
   });
 }
 
 Napi::Value ServerWrap::ModelTransactionProperties(
     const Napi::CallbackInfo& info) {
-  std::string name = GetString(info, 0, "model name");
-  int64_t version = GetVersion(info, 1);
-  return RunWithServer(info.Env(), [name, version](const TritonApi& api,
-                                                   TRITONSERVER_Server* server,
-                                                   Outcome* outcome) {
-    uint32_t flags = 0;
-    void* unused = nullptr;
-    auto failure = TakeError(api, api.ServerModelTransactionProperties(
-                                      server, name.c_str(), version, &flags,
-                                      &unused));
-    *outcome = flags;
-    return failure;
+  return ModelFlags(info, [](const TritonApi& api, TRITONSERVER_Server* server,
+                             const char* name, int64_t version, uint32_t* flags,
+                             void** voidp) {
+    return api.ServerModelTransactionProperties(server, name, version, flags,
+                                                voidp);
   });
 }
 

@@ -76,6 +76,16 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
   Napi::Value Cancel(const Napi::CallbackInfo& info);
   Napi::Value InFlight(const Napi::CallbackInfo& info);
 
+  using ModelMessageCall = TRITONSERVER_Error* (*)(
+      const TritonApi& api, TRITONSERVER_Server* server, const char* name,
+      int64_t version, TRITONSERVER_Message** message);
+  using ModelFlagsCall = TRITONSERVER_Error* (*)(
+      const TritonApi& api, TRITONSERVER_Server* server, const char* name,
+      int64_t version, uint32_t* flags, void** voidp);
+  Napi::Value ModelMessage(const Napi::CallbackInfo& info,
+                           ModelMessageCall call);
+  Napi::Value ModelFlags(const Napi::CallbackInfo& info, ModelFlagsCall call);
+
   // Runs `work` with the live server on the thread pool, or rejects with
   // UNAVAILABLE once the server is stopping.
   using ServerWork = std::function<std::optional<Failure>(

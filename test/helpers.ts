@@ -1,7 +1,8 @@
 import { cp, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { Server, type ServerOptions } from '../lib/index.js';
+import { expect } from 'vitest';
+import { Server, TritonError, type ServerOptions } from '../lib/index.js';
 
 export const REPO_ROOT = resolve(import.meta.dirname, '..');
 export const MODELS = resolve(import.meta.dirname, 'models');
@@ -28,4 +29,15 @@ export async function collectGarbage(): Promise<void> {
     globalThis.gc?.();
     await new Promise((resolve) => setImmediate(resolve));
   }
+}
+
+/** The TritonError a promise rejects with (fails the test if it resolves). */
+export async function rejection(promise: Promise<unknown>): Promise<TritonError> {
+  try {
+    await promise;
+  } catch (error) {
+    expect(error).toBeInstanceOf(TritonError);
+    return error as TritonError;
+  }
+  throw new Error('expected a rejection');
 }

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { Server, Tensor, TritonError, liveObjects, type DataType, type InferenceRequest } from '../lib/index.js';
-import { collectGarbage, startServer } from './helpers.js';
+import { Server, Tensor, liveObjects, type DataType, type InferenceRequest } from '../lib/index.js';
+import { collectGarbage, startServer, rejection } from './helpers.js';
 
 let server: Server;
 
@@ -18,16 +18,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await server?.stop();
 });
-
-async function rejection(promise: Promise<unknown>): Promise<TritonError> {
-  try {
-    await promise;
-  } catch (error) {
-    expect(error).toBeInstanceOf(TritonError);
-    return error as TritonError;
-  }
-  throw new Error('expected a rejection');
-}
 
 function bits16(data: ArrayBufferView): number[] {
   return Array.from(new Uint16Array(data.buffer, data.byteOffset, data.byteLength / 2));

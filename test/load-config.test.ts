@@ -4,12 +4,11 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   Server,
-  TritonError,
   parseModelConfig,
   writeModelRepository,
   type ModelConfigInput,
 } from '../lib/index.js';
-import { MODELS, QUIET, startServer } from './helpers.js';
+import { MODELS, QUIET, startServer, rejection } from './helpers.js';
 
 let server: Server;
 
@@ -20,16 +19,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await server?.stop();
 });
-
-async function rejection(promise: Promise<unknown>): Promise<TritonError> {
-  try {
-    await promise;
-  } catch (error) {
-    expect(error).toBeInstanceOf(TritonError);
-    return error as TritonError;
-  }
-  throw new Error('expected a rejection');
-}
 
 function identityConfig(name: string, dataType: string, maxBatchSize = 4): ModelConfigInput {
   return {

@@ -6,7 +6,7 @@ import { promisify } from 'node:util';
 import { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Server, TritonError, apiVersion, librarySearchPaths } from '../lib/index.js';
-import { MODELS, OLD_API_LIBRARY, QUIET, REPO_ROOT, copyRepository, startServer } from './helpers.js';
+import { MODELS, OLD_API_LIBRARY, QUIET, REPO_ROOT, copyRepository, startServer, rejection } from './helpers.js';
 
 const run = promisify(execFile);
 const servers: Server[] = [];
@@ -20,16 +20,6 @@ async function started(options: Parameters<typeof startServer>[0] = {}): Promise
 afterEach(async () => {
   await Promise.all(servers.splice(0).map((server) => server.stop()));
 });
-
-async function rejection(promise: Promise<unknown>): Promise<TritonError> {
-  try {
-    await promise;
-  } catch (error) {
-    expect(error).toBeInstanceOf(TritonError);
-    return error as TritonError;
-  }
-  throw new Error('expected a rejection');
-}
 
 describe('lifecycle', () => {
   it('starts, answers, stops and starts again', async () => {
