@@ -4,7 +4,11 @@
 
 #include <napi.h>
 
+#include <memory>
+
 namespace tsn {
+
+struct ServerState;
 
 class Addon : public Napi::Addon<Addon> {
  public:
@@ -12,6 +16,8 @@ class Addon : public Napi::Addon<Addon> {
 
   Napi::FunctionReference error_class;   // lib/errors.ts TritonError
   Napi::FunctionReference server_class;  // ServerWrap
+  // Handed from ServerWrap::Wrap to the constructor it calls.
+  std::shared_ptr<ServerState> server_being_wrapped;
 
  private:
   Napi::Value SetErrorClass(const Napi::CallbackInfo& info);

@@ -243,14 +243,14 @@ Napi::Function ServerWrap::Define(Napi::Env env) {
 
 ServerWrap::ServerWrap(const Napi::CallbackInfo& info)
     : Napi::ObjectWrap<ServerWrap>(info) {
-  // Only Wrap() creates these, passing the state through an External.
-  if (info.Length() < 2 || !info[0].IsExternal() || !info[1].IsFunction())
+  // Only Wrap() creates these, handing the state over through the addon.
+  Addon* addon = info.Env().GetInstanceData<Addon>();
+  if (!addon->server_being_wrapped || info.Length() < 1 || !info[0].IsFunction())
     throw ToJsError(info.Env(), TRITONSERVER_ERROR_INVALID_ARG,
                     "NativeServer is created by startServer()");
-  auto* state = info[0].As<Napi::External<std::shared_ptr<ServerState>>>().Data();
-  state_ = *state;
+  state_ = std::move(addon->server_being_wrapped);
   engine_ = InferenceEngine::Create(info.Env(), state_,
-                                    info[1].As<Napi::Function>());
+                                    info[0].As<Napi::Function>());
   napi_add_env_cleanup_hook(info.Env(), &ServerWrap::CleanupHook, this);
   cleanup_hook_added_ = true;
 }
@@ -292,10 +292,8 @@ Napi::Object ServerWrap::Wrap(Napi::Env env,
                               std::shared_ptr<ServerState> state,
                               Napi::Function on_responses) {
   Addon* addon = env.GetInstanceData<Addon>();
-  auto external = Napi::External<std::shared_ptr<ServerState>>::New(
-      env, new std::shared_ptr<ServerState>(std::move(state)),
-      [](Napi::Env, std::shared_ptr<ServerState>* data) { delete data; });
-  return addon->server_class.New({external, on_responses});
+  addon->server_being_wrapped = std::move(state);
+  return addon->server_class.New({on_responses});
 }
 
 Napi::Value ServerWrap::RunWithServer(Napi::Env env, ServerWork work) {
