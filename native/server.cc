@@ -4,7 +4,6 @@
 #include <functional>
 #include <limits>
 #include <mutex>
-#include <thread>
 #include <type_traits>
 #include <unordered_map>
 #include <utility>
@@ -14,13 +13,15 @@
 
 namespace tsn {
 
-ServerState::~ServerState() {
-  // Normally stop() deleted the server; this covers a wrapper collected
-  // without stop() after its last request finished.
-  if (server != nullptr) {
-    TakeError(api, api.ServerStop(server));
-    TakeError(api, api.ServerDelete(server));
-  }
+ServerState::~ServerState() { StopAndDelete(); }
+
+void ServerState::StopAndDelete() {
+  std::unique_lock<std::shared_mutex> lock(lifetime);
+  if (server == nullptr) return;
+  TakeError(api, api.ServerStop(server));
+  // After a stop that ran out of time, delete still deletes.
+  TakeError(api, api.ServerDelete(server));
+  server = nullptr;
 }
 
 // ---------------------------------------------------------------------------
@@ -258,12 +259,6 @@ ServerWrap::ServerWrap(const Napi::CallbackInfo& info)
 ServerWrap::~ServerWrap() {
   if (cleanup_hook_added_)
     napi_remove_env_cleanup_hook(Env(), &ServerWrap::CleanupHook, this);
-  // Collected without stop(): stop and delete off the JS thread, since
-  // stopping can wait for models to unload.
-  if (!state_->stopping.exchange(true)) {
-    std::thread([state = std::move(state_)]() mutable { state.reset(); })
-        .detach();
-  }
 }
 
 void ServerWrap::SetCopyOutputs(bool copy) { engine_->SetCopyOutputs(copy); }
@@ -274,17 +269,12 @@ void ServerWrap::CleanupHook(void* self) {
 
 void ServerWrap::StopNow() {
   // The environment is going away (worker exit, process exit): stop
-  // synchronously, there is no later tick to finish on.
+  // synchronously, there is no later tick to finish on. A server that was
+  // never stopped ends here: the response callback's reference keeps the
+  // wrapper from being collected before.
   cleanup_hook_added_ = false;
   state_->stopping = true;
-  {
-    std::unique_lock<std::shared_mutex> lock(state_->lifetime);
-    if (state_->server != nullptr) {
-      TakeError(state_->api, state_->api.ServerStop(state_->server));
-      TakeError(state_->api, state_->api.ServerDelete(state_->server));
-      state_->server = nullptr;
-    }
-  }
+  state_->StopAndDelete();
   engine_->Abandon();
 }
 

@@ -22,6 +22,9 @@ class InferenceEngine;
 struct ServerState {
   explicit ServerState(const TritonApi& api) : api(api) {}
   ~ServerState();
+  // Stops and deletes the server if it still exists. Blocks: Triton waits
+  // for requests in flight, up to the exit timeout.
+  void StopAndDelete();
 
   const TritonApi& api;
   // Calls that use `server` hold it shared; deleting the server holds it

@@ -144,6 +144,15 @@ describe('lifecycle', () => {
     );
     expect(stdout.trim()).toBe('stopped');
   });
+
+  it('lets the process exit by itself even without stop', async () => {
+    const { stdout } = await run(
+      process.execPath,
+      ['--import', 'tsx', resolve(import.meta.dirname, 'fixtures/exit-without-stop.ts'), MODELS],
+      { cwd: REPO_ROOT, timeout: 20_000 },
+    );
+    expect(stdout.trim()).toBe('1,2');
+  });
 });
 
 describe('options', () => {
