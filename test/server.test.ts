@@ -180,13 +180,24 @@ describe('options', () => {
         exitTimeoutSeconds: 7,
         pinnedMemoryPoolBytes: 1 << 20,
         minSupportedComputeCapability: 7.5,
-        log: { file, info: true },
+        modelConfigName: 'config',
+        rateLimiterMode: 'execCount',
+        rateLimiterResources: [{ name: 'R1', count: 4, device: -1 }],
+        cudaMemoryPoolBytes: { 0: 1 << 21 },
+        bufferManagerThreadCount: 2,
+        modelLoadThreadCount: 2,
+        modelLoadRetryCount: 1,
+        modelNamespacing: false,
+        backendConfig: { identity: { 'tritonserver-node-test': 1 } },
+        metrics: { enabled: true, gpu: false, cpu: false, intervalMs: 500 },
+        log: { file, info: true, warn: true, error: true, verbose: 0, format: 'default' },
       });
       expect((await server.metadata()).name).toBe('options-check');
       expect(await server.model('identity_fp32').ready()).toBe(true);
       const log = await readFile(file, 'utf8');
+      const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
       const row = (name: string, value: string) =>
-        expect(log).toMatch(new RegExp(`\\|\\s*${name.replace(/[[\]{}]/g, '\\$&')}\\s*\\|\\s*${value}\\s*\\|`));
+        expect(log).toMatch(new RegExp(`\\|\\s*${escape(name)}\\s*\\|\\s*${escape(value)}\\s*\\|`));
       row('server_id', 'options-check');
       row('model_repository_path[0]', MODELS);
       row('model_control_mode', 'MODE_EXPLICIT');
@@ -196,6 +207,10 @@ describe('options', () => {
       row('exit_timeout', '7');
       row('pinned_memory_pool_byte_size', '1048576');
       row('min_supported_compute_capability', '7.5');
+      row('model_config_name', 'config');
+      row('rate_limit', 'EXEC_COUNT');
+      row('rate_limit_resource[0]', '{"name":"R1", "count":4 "device":-1}');
+      row('cuda_memory_pool_byte_size{0}', '2097152');
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
