@@ -1,7 +1,8 @@
 /**
  * Inference for one server: validation against cached model metadata,
- * requests handed to the addon, and the single dispatcher that routes every
- * completion the addon drains (one call per JS tick) to its request.
+ * requests handed to the addon, and the one callback that routes each
+ * completion the addon drains (all that arrived, once per JS tick) to its
+ * request.
  */
 import { TritonError } from './errors.js';
 import type { NativeInputField, NativeResponseCallback, NativeServer } from './native.js';

@@ -23,7 +23,7 @@ struct alignas(64) BufferHeader {
 };
 constexpr size_t kHeaderSize = sizeof(BufferHeader);
 // Outputs up to this size are copied into JS memory (see OutputBuffer).
-constexpr size_t kCopyBelowBytes = 4096;
+constexpr size_t kCopyUpToBytes = 4096;
 
 void FreeBlock(BufferHeader* header) {
   std::free(header);
@@ -321,7 +321,7 @@ Napi::Value InferenceEngine::OutputBuffer(Napi::Env env, const void* base,
                                           size_t size) {
   auto* header = reinterpret_cast<BufferHeader*>(
       static_cast<char*>(const_cast<void*>(base)) - kHeaderSize);
-  if (!copy_outputs_ && size > kCopyBelowBytes) {
+  if (!copy_outputs_ && size > kCopyUpToBytes) {
     napi_value buffer = nullptr;
     napi_status status = napi_create_external_arraybuffer(
         env, const_cast<void*>(base), size,
