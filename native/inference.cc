@@ -141,9 +141,12 @@ void InferenceEngine::OnRelease(TRITONSERVER_InferenceRequest*,
 
 void InferenceEngine::Push(const Completion& completion) {
   bool signal = false;
+  bool dropped = false;
   {
     std::lock_guard<std::mutex> lock(queue_mutex_);
-    if (!abandoned_) {
+    if (abandoned_) {
+      dropped = true;
+    } else {
       queue_.push_back(completion);
       signal = !drain_scheduled_;
       drain_scheduled_ = true;
@@ -151,7 +154,7 @@ void InferenceEngine::Push(const Completion& completion) {
   }
   if (signal) {
     tsfn_.NonBlockingCall(nullptr);
-  } else if (completion.response != nullptr && abandoned_) {
+  } else if (dropped && completion.response != nullptr) {
     // No JS any more: just give the response back to Triton.
     TakeError(api_, api_.InferenceResponseDelete(completion.response));
     Live().responses--;
