@@ -312,26 +312,27 @@ Napi::Value ServerWrap::Library(const Napi::CallbackInfo& info) {
   return result;
 }
 
-Napi::Value ServerWrap::IsLive(const Napi::CallbackInfo& info) {
-  return RunWithServer(info.Env(), [](const TritonApi& api,
-                                      TRITONSERVER_Server* server,
-                                      Outcome* outcome) {
-    bool live = false;
-    auto failure = TakeError(api, api.ServerIsLive(server, &live));
-    *outcome = live;
+// The server queries that answer yes or no.
+Napi::Value ServerWrap::ServerFlag(const Napi::CallbackInfo& info,
+                                   ServerFlagCall call) {
+  return RunWithServer(info.Env(), [call](const TritonApi& api,
+                                          TRITONSERVER_Server* server,
+                                          Outcome* outcome) {
+    bool flag = false;
+    auto failure = TakeError(api, call(api, server, &flag));
+    *outcome = flag;
     return failure;
   });
 }
 
+Napi::Value ServerWrap::IsLive(const Napi::CallbackInfo& info) {
+  return ServerFlag(info, [](const TritonApi& api, TRITONSERVER_Server* server,
+                             bool* live) { return api.ServerIsLive(server, live); });
+}
+
 Napi::Value ServerWrap::IsReady(const Napi::CallbackInfo& info) {
-  return RunWithServer(info.Env(), [](const TritonApi& api,
-                                      TRITONSERVER_Server* server,
-                                      Outcome* outcome) {
-    bool ready = false;
-    auto failure = TakeError(api, api.ServerIsReady(server, &ready));
-    *outcome = ready;
-    return failure;
-  });
+  return ServerFlag(info, [](const TritonApi& api, TRITONSERVER_Server* server,
+                             bool* ready) { return api.ServerIsReady(server, ready); });
 }
 
 Napi::Value ServerWrap::Metadata(const Napi::CallbackInfo& info) {

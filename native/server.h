@@ -79,6 +79,9 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
   Napi::Value Cancel(const Napi::CallbackInfo& info);
   Napi::Value InFlight(const Napi::CallbackInfo& info);
 
+  using ServerFlagCall = TRITONSERVER_Error* (*)(
+      const TritonApi& api, TRITONSERVER_Server* server, bool* flag);
+  Napi::Value ServerFlag(const Napi::CallbackInfo& info, ServerFlagCall call);
   using ModelMessageCall = TRITONSERVER_Error* (*)(
       const TritonApi& api, TRITONSERVER_Server* server, const char* name,
       int64_t version, TRITONSERVER_Message** message);
