@@ -3,6 +3,8 @@
  * Triton runs on libuv's thread pool, so the event loop stays free while
  * models load and unload.
  */
+import { existsSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
 import { TritonError } from './errors.js';
 import { Inference, type InferenceRequest, type InferenceResponse } from './inference.js';
 import { Model, type ModelVersion } from './model.js';
@@ -55,6 +57,18 @@ export interface UnloadModelOptions {
 
 const UNLOAD_POLL_MS = 5;
 
+/**
+ * `<root>/backends` for a library at `<root>/lib/libtritonserver.so` when that
+ * directory exists: a Triton install keeps its backends beside its library,
+ * wherever it was installed (Triton's own default is /opt/tritonserver/backends).
+ */
+export function backendDirectoryBeside(libraryPath: string): string | undefined {
+  const libDir = dirname(libraryPath);
+  if (basename(libDir) !== 'lib') return undefined;
+  const backends = join(dirname(libDir), 'backends');
+  return existsSync(backends) ? backends : undefined;
+}
+
 export class Server implements AsyncDisposable {
   readonly #native: NativeServer;
   readonly #inference: Inference;
@@ -72,10 +86,16 @@ export class Server implements AsyncDisposable {
    */
   static async start(options: ServerOptions): Promise<Server> {
     const resolved = parseServerOptions(options);
+    const candidates = librarySearchPaths(resolved.libraryPath);
+    const calls = serverOptionCalls(resolved);
+    if (resolved.backendDirectory === undefined) {
+      const backends = backendDirectoryBeside((await native.apiVersion(candidates)).path);
+      if (backends !== undefined) calls.push(['ServerOptionsSetBackendDirectory', backends]);
+    }
     const inference = new Inference();
     const nativeServer = await native.startServer(
-      librarySearchPaths(resolved.libraryPath),
-      serverOptionCalls(resolved),
+      candidates,
+      calls,
       inference.onResponse,
       resolved.outputCopy ?? false,
     );
