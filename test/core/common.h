@@ -78,6 +78,11 @@ inline TRITONSERVER_Error* NewError(TRITONSERVER_Error_Code c, std::string m)
 {
   return new TRITONSERVER_Error{c, std::move(m)};
 }
+// A caller broke a contract of the C API that real Triton does not check
+// but pays for with a crash (a server deleted under its backends, an object
+// deleted twice): the test core stops the process at once, saying which.
+[[noreturn]] void ContractViolation(const std::string& what);
+
 // INVALID_ARG error for a null argument of an API function.
 TRITONSERVER_Error* NullArg(const char* what);
 

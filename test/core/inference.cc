@@ -22,6 +22,7 @@
 //   models of test/models (add_sub, repeat_int32, slow, fail, bytes_echo).
 #include <chrono>
 #include <climits>
+#include <unordered_set>
 #include <cmath>
 #include <thread>
 
@@ -365,11 +366,48 @@ ReleaseRequest(TRITONSERVER_InferenceRequest* r)
 {
   auto fn = r->release_fn;
   void* userp = r->release_userp;
+  // The callback may delete the request.
+  std::shared_ptr<RequestShared> shared = std::atomic_load(&r->shared);
   r->state = RequestState::kReleased;
   fn(r, TRITONSERVER_REQUEST_RELEASE_ALL, userp);
+  LeaveIfDone(shared);
+}
+
+// Requests and responses handed out and not yet deleted, to catch a second
+// delete (which in real Triton frees freed memory).
+std::mutex g_live_mu;
+std::unordered_set<const void*> g_live_requests;
+std::unordered_set<const void*> g_live_responses;
+
+void
+Track(std::unordered_set<const void*>& live, const void* object)
+{
+  std::lock_guard<std::mutex> lk(g_live_mu);
+  live.insert(object);
+}
+
+void
+Untrack(
+    std::unordered_set<const void*>& live, const void* object,
+    const char* function)
+{
+  std::lock_guard<std::mutex> lk(g_live_mu);
+  if (live.erase(object) == 0) {
+    ContractViolation(
+        std::string(function) +
+        " of an object that was already deleted (or never created)");
+  }
 }
 
 }  // namespace
+
+void
+LeaveIfDone(const std::shared_ptr<RequestShared>& shared)
+{
+  if (shared && shared->open.fetch_sub(1) == 1 && shared->inside) {
+    shared->inside->fetch_sub(1);
+  }
+}
 
 // ---------------------------------------------------------------------------
 // ExecContext
@@ -482,6 +520,17 @@ ExecContext::Send(std::vector<OutTensor> outs, const Status& err, uint32_t flags
       resp->outputs.clear();
     }
   }
+  // A stub that died while the request ran: Triton fails the request.
+  if (model_->stubs) {
+    const std::string unhealthy = model_->stubs->Unhealthy();
+    if (!unhealthy.empty() && resp->status.ok()) {
+      resp->status = Err(TRITONSERVER_ERROR_INTERNAL, unhealthy);
+      for (auto& o : resp->outputs) {
+        resp->hidden.push_back(std::move(o));
+      }
+      resp->outputs.clear();
+    }
+  }
   const bool ok = resp->status.ok();
   if (!ok) {
     any_error = true;
@@ -508,7 +557,11 @@ ExecContext::Send(std::vector<OutTensor> outs, const Status& err, uint32_t flags
   if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) {
     final_sent = true;
   }
+  Track(g_live_responses, resp);
   response_fn(resp, flags, response_userp);
+  if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) {
+    LeaveIfDone(shared);
+  }
 }
 
 void
@@ -527,6 +580,9 @@ ExecContext::SendFlags(uint32_t flags)
     compute_output_start_ns = NowNs();
   }
   response_fn(nullptr, flags, response_userp);
+  if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) {
+    LeaveIfDone(shared);
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -580,6 +636,19 @@ Process(const Job& job)
       model->metrics->failure[cancelled ? kCanceled : kRejected]++;
     }
     return;
+  }
+
+  // A Python model whose stub died fails every request until it is loaded
+  // anew (observed on r25.07; TRITON_FACTS.md).
+  if (model->stubs) {
+    const std::string unhealthy = model->stubs->Unhealthy();
+    if (!unhealthy.empty()) {
+      RespondErrorAndRelease(
+          r, model, Status(TRITONSERVER_ERROR_INTERNAL, unhealthy));
+      std::lock_guard<std::mutex> lk(model->stats.mu);
+      model->stats.fail.Add(NowNs() - request_start_ns);
+      return;
+    }
   }
 
   ExecContext ctx;
@@ -870,7 +939,12 @@ class SlowBackend : public Backend {
   {
     const ExecInput* in = ctx->Input("INPUT0");
     const uint32_t delay = ReadU32(ctx->Input("DELAY_MS"), 0);
-    if (!SleepUnlessCancelled(ctx, delay)) {
+    const ExecInput* ignore = ctx->Input("IGNORE_CANCEL");
+    const bool ignore_cancel =
+        ignore != nullptr && ignore->size > 0 && ignore->data[0] != 0;
+    if (ignore_cancel) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+    } else if (!SleepUnlessCancelled(ctx, delay)) {
       ctx->Send({}, CancelledStatus(), TRITONSERVER_RESPONSE_COMPLETE_FINAL);
       return;
     }
@@ -1041,6 +1115,7 @@ TRITONSERVER_InferenceRequestNew(
     return s.ToError();
   }
   auto* r = new TRITONSERVER_InferenceRequest();
+  tc::Track(tc::g_live_requests, r);
   r->model = std::move(model);
   r->requested_version = model_version;
   *inference_request = r;
@@ -1051,6 +1126,16 @@ TRITONSERVER_Error*
 TRITONSERVER_InferenceRequestDelete(
     TRITONSERVER_InferenceRequest* inference_request)
 {
+  if (inference_request == nullptr) return nullptr;
+  tc::Untrack(
+      tc::g_live_requests, inference_request,
+      "TRITONSERVER_InferenceRequestDelete");
+  const tc::RequestState rs = inference_request->state.load();
+  if (rs == tc::RequestState::kPending || rs == tc::RequestState::kExecuting) {
+    tc::ContractViolation(
+        "TRITONSERVER_InferenceRequestDelete of a request Triton has not "
+        "released yet");
+  }
   delete inference_request;
   return nullptr;
 }
@@ -1298,6 +1383,9 @@ TRITONSERVER_InferenceResponseDelete(
   if (inference_response == nullptr) {
     return nullptr;
   }
+  tc::Untrack(
+      tc::g_live_responses, inference_response,
+      "TRITONSERVER_InferenceResponseDelete");
   auto* alloc =
       const_cast<TRITONSERVER_ResponseAllocator*>(inference_response->allocator);
   auto release = [&](const tc::ResponseOutput& o) {
@@ -1504,6 +1592,8 @@ TRITONSERVER_ServerInferAsync(
           r->LogRequest() + "Exceeds maximum queue size");
     }
     r->state = tc::RequestState::kPending;
+    r->shared->inside = core.requests_inside;
+    core.requests_inside->fetch_add(1);
     if (model->metrics) {
       model->metrics->pending++;
     }

@@ -577,6 +577,11 @@ ServerCore::CreateModel(
   ModelSpec spec = SpecFromConfig(config);
   std::unique_ptr<Backend> backend;
   TC_RETURN_IF_ERROR(CreateBackend(spec, &backend));
+  std::unique_ptr<StubProcesses> stubs;
+  if (spec.backend == "python") {
+    TC_RETURN_IF_ERROR(
+        StubProcesses::Start(info.name, spec.instance_count, &stubs));
+  }
   const uint64_t t0 = NowNs();
 
   Model* m = new Model();
@@ -590,6 +595,7 @@ ServerCore::CreateModel(
   m->version_mtime = VersionTimestamp(info.path, version);
   m->keepalive = info.tempdir;
   m->backend = std::move(backend);
+  m->stubs = std::move(stubs);
   if (opts.metrics) {
     m->metrics = GetMetricReporter(info.name, version);
     m->metrics->load_secs = static_cast<double>(NowNs() - t0) / 1e9;
@@ -795,8 +801,17 @@ namespace {
 bool
 IsModified(const ModelInfo& old_info, const ModelInfo& new_info)
 {
-  return old_info.override_config || new_info.override_config ||
-         new_info.tempdir != nullptr || new_info.mtime > old_info.mtime ||
+  if (new_info.override_config || new_info.tempdir != nullptr) {
+    return true;
+  }
+  // After a load with a `config` override, a plain load keeps the override
+  // unless the model's files changed since (TRITON_FACTS.md "Reload keeps an
+  // override": Triton fails to record the override's time, logging "Failed
+  // to set config modification time").
+  if (old_info.override_config) {
+    return new_info.mtime > old_info.mtime;
+  }
+  return new_info.mtime > old_info.mtime ||
          new_info.config_text != old_info.config_text;
 }
 }  // namespace

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "common.h"
+#include "stub.h"
 #include "json.h"
 #include "model_config.h"
 
@@ -192,6 +193,7 @@ class Model {
   int64_t version_mtime = 0;     // timestamp of the version's files
   std::shared_ptr<void> keepalive;  // e.g. a temporary model directory
   std::unique_ptr<Backend> backend;
+  std::unique_ptr<StubProcesses> stubs;  // Python models only
   std::shared_ptr<Executor> executor;
   ModelStats stats;
   std::shared_ptr<MetricReporter> metrics;  // null when metrics are off
@@ -226,6 +228,9 @@ enum class ServerState { kInvalid, kInitializing, kReady, kExiting, kFailed };
 class ServerCore : public std::enable_shared_from_this<ServerCore> {
  public:
   explicit ServerCore(const TRITONSERVER_ServerOptions& o) : opts(o) {}
+  // Requests submitted whose release or FINAL response is still to come.
+  std::shared_ptr<std::atomic<int64_t>> requests_inside =
+      std::make_shared<std::atomic<int64_t>>(0);
   ~ServerCore();
 
   Status Init();  // creates the repository manager and loads models
@@ -326,7 +331,13 @@ struct RequestInput {
 // request's release so that cancellation keeps working for decoupled models.
 struct RequestShared {
   std::atomic<bool> cancelled{false};
+  // The backend is done with a request once both its release and its FINAL
+  // response were handed back; until then it is "inside" its server.
+  std::atomic<int> open{2};
+  std::shared_ptr<std::atomic<int64_t>> inside;
 };
+// One of the two events above happened (after the callback returned).
+void LeaveIfDone(const std::shared_ptr<RequestShared>& shared);
 enum class RequestState { kInitialized, kPending, kExecuting, kReleased, kFailedEnqueue };
 }  // namespace tc
 

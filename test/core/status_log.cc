@@ -24,6 +24,15 @@
 
 namespace tc {
 
+void
+ContractViolation(const std::string& what)
+{
+  std::fprintf(stderr, "test core: contract violation: %s\n", what.c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+
 const char*
 CodeString(TRITONSERVER_Error_Code code)
 {

@@ -1,5 +1,6 @@
 # slow: OUTPUT0 = INPUT0 after sleeping DELAY_MS milliseconds in ~5 ms
-# steps. A cancelled request gets a CANCELLED error "request cancelled".
+# steps. A cancelled request gets a CANCELLED error "request cancelled",
+# unless the optional IGNORE_CANCEL is true (a backend that never checks).
 # The test core implements the same model natively.
 import time
 
@@ -8,11 +9,11 @@ import triton_python_backend_utils as pb_utils
 STEP_SECONDS = 0.005
 
 
-def wait_unless_cancelled(request, delay_ms):
+def wait_unless_cancelled(request, delay_ms, ignore_cancel):
     """Sleeps delay_ms in small steps; False when the request got cancelled."""
     deadline = time.monotonic() + delay_ms / 1000.0
     while True:
-        if request.is_cancelled():
+        if not ignore_cancel and request.is_cancelled():
             return False
         left = deadline - time.monotonic()
         if left <= 0:
@@ -26,7 +27,9 @@ class TritonPythonModel:
         for request in requests:
             data = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
             delay = pb_utils.get_input_tensor_by_name(request, "DELAY_MS").as_numpy()
-            if wait_unless_cancelled(request, int(delay.reshape(-1)[0])):
+            ignore = pb_utils.get_input_tensor_by_name(request, "IGNORE_CANCEL")
+            ignore_cancel = ignore is not None and bool(ignore.as_numpy().reshape(-1)[0])
+            if wait_unless_cancelled(request, int(delay.reshape(-1)[0]), ignore_cancel):
                 output = pb_utils.Tensor("OUTPUT0", data)
                 responses.append(pb_utils.InferenceResponse(output_tensors=[output]))
             else:
