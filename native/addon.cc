@@ -39,6 +39,7 @@ Addon::Addon(Napi::Env env, Napi::Object exports) {
                   InstanceMethod<&Addon::ApiVersion>("apiVersion"),
                   InstanceMethod<&Addon::StartServer>("startServer"),
                   InstanceMethod<&Addon::LiveObjects>("liveObjects"),
+                  InstanceMethod<&Addon::EndServersForExit>("endServersForExit"),
               });
 }
 
@@ -140,6 +141,19 @@ Napi::Value Addon::LiveObjects(const Napi::CallbackInfo& info) {
   result.Set("inputReferences",
              Napi::Number::New(env, static_cast<double>(live.input_references)));
   return result;
+}
+
+// endServersForExit(waitMs): process.exit() runs no environment cleanup
+// hooks, so lib/ calls this from the 'exit' event: every server of this
+// environment is stopped synchronously, waiting at most waitMs for requests
+// inside Triton (then Python stubs exit and their shared memory goes).
+Napi::Value Addon::EndServersForExit(const Napi::CallbackInfo& info) {
+  double wait_ms = info.Length() > 0 && info[0].IsNumber()
+                       ? info[0].As<Napi::Number>().DoubleValue()
+                       : 0;
+  ServerWrap::EndAllForExit(
+      info.Env(), std::chrono::milliseconds(static_cast<int64_t>(wait_ms < 0 ? 0 : wait_ms)));
+  return info.Env().Undefined();
 }
 
 }  // namespace tsn

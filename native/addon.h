@@ -5,10 +5,12 @@
 #include <napi.h>
 
 #include <memory>
+#include <unordered_set>
 
 namespace tsn {
 
 struct ServerState;
+class ServerWrap;
 
 class Addon : public Napi::Addon<Addon> {
  public:
@@ -18,12 +20,15 @@ class Addon : public Napi::Addon<Addon> {
   Napi::FunctionReference server_class;  // ServerWrap
   // Handed from ServerWrap::Wrap to the constructor it calls.
   std::shared_ptr<ServerState> server_being_wrapped;
+  // Servers of this environment not yet collected, for process.exit().
+  std::unordered_set<ServerWrap*> servers;
 
  private:
   Napi::Value SetErrorClass(const Napi::CallbackInfo& info);
   Napi::Value ApiVersion(const Napi::CallbackInfo& info);
   Napi::Value StartServer(const Napi::CallbackInfo& info);
   Napi::Value LiveObjects(const Napi::CallbackInfo& info);
+  Napi::Value EndServersForExit(const Napi::CallbackInfo& info);
 };
 
 }  // namespace tsn

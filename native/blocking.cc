@@ -17,26 +17,35 @@ BlockingCall::BlockingCall(Napi::Env env, Work work, Finish finish)
 
 void BlockingCall::Execute() { failure_ = work_(&outcome_); }
 
+// Settling a promise fails when the environment is ending (a worker being
+// terminated): the outcome is then dropped, never thrown past Node-API.
 void BlockingCall::OnOK() {
   Napi::Env env = Env();
   Napi::HandleScope scope(env);
-  if (failure_) {
-    deferred_.Reject(ToJsError(env, *failure_).Value());
-    return;
-  }
-  if (!finish_) {
-    deferred_.Resolve(OutcomeToJs(env, outcome_));
-    return;
-  }
   try {
-    deferred_.Resolve(finish_(env, outcome_));
-  } catch (const Napi::Error& error) {
-    deferred_.Reject(error.Value());
+    if (failure_) {
+      deferred_.Reject(ToJsError(env, *failure_).Value());
+    } else if (!finish_) {
+      deferred_.Resolve(OutcomeToJs(env, outcome_));
+    } else {
+      Napi::Value value;
+      try {
+        value = finish_(env, outcome_);
+      } catch (const Napi::Error& error) {
+        deferred_.Reject(error.Value());
+        return;
+      }
+      deferred_.Resolve(value);
+    }
+  } catch (const Napi::Error&) {
   }
 }
 
 void BlockingCall::OnError(const Napi::Error& error) {
-  deferred_.Reject(error.Value());
+  try {
+    deferred_.Reject(error.Value());
+  } catch (const Napi::Error&) {
+  }
 }
 
 Napi::Value OutcomeToJs(Napi::Env env, const Outcome& outcome) {

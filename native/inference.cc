@@ -38,11 +38,13 @@ Napi::Error InvalidArg(Napi::Env env, const std::string& message) {
 
 struct InferenceEngine::Request {
   InferenceEngine* engine = nullptr;
-  uint32_t token = 0;
+  uint64_t token = 0;
   TRITONSERVER_InferenceRequest* triton = nullptr;
   Napi::Reference<Napi::Value> inputs;  // keeps input memory alive
-  bool released = false;                // Triton gave the request back
-  bool final_seen = false;              // the FINAL response arrived
+  bool submitted = false;               // ServerInferAsync took it
+  bool final_seen = false;              // JS saw the FINAL response
+  bool finished_natively = false;       // a Triton thread finished it
+  std::atomic<int> open_events{2};      // release + FINAL still to come
 };
 
 std::shared_ptr<InferenceEngine> InferenceEngine::Create(
@@ -140,25 +142,47 @@ void InferenceEngine::OnRelease(TRITONSERVER_InferenceRequest*,
 }
 
 void InferenceEngine::Push(const Completion& completion) {
-  bool signal = false;
-  bool dropped = false;
+  std::vector<Completion> left;
   {
     std::lock_guard<std::mutex> lock(queue_mutex_);
-    if (abandoned_) {
-      dropped = true;
-    } else {
+    if (!abandoned_) {
       queue_.push_back(completion);
-      signal = !drain_scheduled_;
-      drain_scheduled_ = true;
+      if (drain_scheduled_) return;
+      // Signalled under the lock so Abandon() cannot finalize the
+      // thread-safe function in between; the call never blocks (no limit).
+      if (tsfn_.NonBlockingCall(nullptr) == napi_ok) {
+        drain_scheduled_ = true;
+        return;
+      }
+      // The thread-safe function is closing: no drain will ever come.
+      abandoned_ = true;
+      left.swap(queue_);
+    } else {
+      left.push_back(completion);
     }
   }
-  if (signal) {
-    tsfn_.NonBlockingCall(nullptr);
-  } else if (dropped && completion.response != nullptr) {
-    // No JS any more: just give the response back to Triton.
+  for (const Completion& c : left) CompleteNatively(c);
+}
+
+bool InferenceEngine::LastEvent(Request* request) {
+  return request->open_events.fetch_sub(1) == 1;
+}
+
+void InferenceEngine::CompleteNatively(const Completion& completion) {
+  Request* request = completion.request;
+  if (completion.response != nullptr) {
     TakeError(api_, api_.InferenceResponseDelete(completion.response));
     Live().responses--;
   }
+  bool event = completion.is_release ||
+               (completion.flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0;
+  if (!event || !LastEvent(request)) return;
+  TakeError(api_, api_.InferenceRequestDelete(request->triton));
+  request->triton = nullptr;
+  request->finished_natively = true;
+  Live().requests--;
+  // The input reference is let go on the JS thread (ReleaseInputsOfFinished).
+  state_->RequestLeft();
 }
 
 // --- JS thread --------------------------------------------------------------
@@ -179,27 +203,33 @@ void InferenceEngine::DrainOnJsThread(Napi::Env env, Napi::Function callback) {
   std::optional<Napi::Error> thrown;
   for (const Completion& completion : draining_) {
     Request* request = completion.request;
-    if (completion.is_release) {
-      request->released = true;
-    } else {
-      try {
-        DeliverResponse(env, callback, request, completion.response,
-                        completion.flags);
-      } catch (const Napi::Error& error) {
-        if (!thrown) thrown = error;
+    bool event = completion.is_release;
+    if (!completion.is_release) {
+      // JS may be unable to run (a worker being terminated): then nothing
+      // is delivered, but every resource is still given back.
+      if (!thrown) {
+        try {
+          DeliverResponse(env, callback, request, completion.response,
+                          completion.flags);
+        } catch (const Napi::Error& error) {
+          thrown = error;
+        }
       }
       if (completion.response != nullptr) {
         TakeError(api_, api_.InferenceResponseDelete(completion.response));
         Live().responses--;
       }
-      if (completion.flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+      if (completion.flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) {
         request->final_seen = true;
+        event = true;
+      }
     }
-    if (request->released && request->final_seen) Finish(env, request);
+    if (event && LastEvent(request)) Finish(env, request);
   }
   draining_.clear();
   // Never let a C++ exception out of the thread-safe function's callback;
-  // a JS error becomes an uncaught exception, as for any callback.
+  // a JS error becomes an uncaught exception, as for any callback (and is
+  // swallowed when the environment is ending: NODE_API_SWALLOW_...).
   if (thrown) thrown->ThrowAsJavaScriptException();
 }
 
@@ -354,10 +384,11 @@ InferenceEngine::Request* InferenceEngine::NewRequest() {
     free_requests_.pop_back();
   }
   request->token = next_token_++;
-  if (next_token_ == 0) next_token_ = 1;
   request->triton = nullptr;
-  request->released = false;
+  request->submitted = false;
   request->final_seen = false;
+  request->finished_natively = false;
+  request->open_events = 2;
   Live().requests++;
   return request;
 }
@@ -373,6 +404,7 @@ void InferenceEngine::Finish(Napi::Env env, Request* request) {
   bool was_in_flight = requests_.erase(request->token) > 0;
   free_requests_.push_back(request);
   Live().requests--;
+  if (request->submitted) state_->RequestLeft();
   if (was_in_flight && requests_.empty() && !tsfn_released_) {
     tsfn_.Unref(env);
     if (closing_) {
@@ -434,9 +466,13 @@ void InferenceEngine::BuildRequest(const Napi::CallbackInfo& info,
       throw InvalidArg(env, "input '" + name + "': data must be a TypedArray");
     Napi::TypedArray data = info[i++].As<Napi::TypedArray>();
     input_views_.push_back(data);
-    const uint8_t* bytes =
-        static_cast<const uint8_t*>(data.ArrayBuffer().Data()) +
-        data.ByteOffset();
+    // The view's own data pointer: also right for a SharedArrayBuffer,
+    // which Napi::TypedArray::ArrayBuffer() refuses.
+    void* bytes = nullptr;
+    size_t length = 0;
+    if (napi_get_typedarray_info(env, data, nullptr, &length, &bytes, nullptr,
+                                 nullptr) != napi_ok)
+      throw InvalidArg(env, "input '" + name + "': unreadable TypedArray");
     check(api_.InferenceRequestAddInput(triton, name.c_str(), datatype,
                                         shape_scratch_.data(),
                                         shape_scratch_.size()));
@@ -562,12 +598,15 @@ Napi::Value InferenceEngine::Infer(const Napi::CallbackInfo& info) {
   Live().input_references++;
   if (requests_.empty()) tsfn_.Ref(env);
   requests_.emplace(request->token, request);
+  // Counted before Triton can call back, so it never drops below zero.
+  state_->RequestEntered();
+  request->submitted = true;
   // On failure no callback will ever come: the request is still ours.
   if (auto failure = TakeError(api_, api_.ServerInferAsync(
                                          state_->server, request->triton,
                                          nullptr)))
     throw fail(ToJsError(env, *failure));
-  return Napi::Number::New(env, request->token);
+  return Napi::Number::New(env, static_cast<double>(request->token));
 }
 
 // What Triton reads from until it releases the request: the one input's
@@ -580,7 +619,7 @@ Napi::Value InferenceEngine::InputsToKeep(Napi::Env env) {
   return all;
 }
 
-void InferenceEngine::Cancel(Napi::Env env, uint32_t token) {
+void InferenceEngine::Cancel(Napi::Env env, uint64_t token) {
   auto found = requests_.find(token);
   if (found == requests_.end() || found->second->final_seen) return;
   if (api_.InferenceRequestCancel == nullptr)
@@ -589,6 +628,14 @@ void InferenceEngine::Cancel(Napi::Env env, uint32_t token) {
   if (auto failure = TakeError(
           api_, api_.InferenceRequestCancel(found->second->triton)))
     throw ToJsError(env, *failure);
+}
+
+void InferenceEngine::CancelAll() {
+  if (api_.InferenceRequestCancel == nullptr) return;
+  for (const auto& [token, request] : requests_) {
+    if (request->submitted && !request->final_seen)
+      TakeError(api_, api_.InferenceRequestCancel(request->triton));
+  }
 }
 
 void InferenceEngine::Close() {
@@ -606,15 +653,26 @@ void InferenceEngine::Abandon() {
     abandoned_ = true;
     left.swap(queue_);
   }
-  for (const Completion& completion : left) {
-    if (completion.response != nullptr) {
-      TakeError(api_, api_.InferenceResponseDelete(completion.response));
-      Live().responses--;
-    }
-  }
+  for (const Completion& completion : left) CompleteNatively(completion);
   if (!tsfn_released_) {
     tsfn_released_ = true;
     tsfn_.Abort();
+  }
+}
+
+void InferenceEngine::ReleaseInputsOfFinished() {
+  for (auto it = requests_.begin(); it != requests_.end();) {
+    Request* request = it->second;
+    if (!request->finished_natively) {
+      ++it;
+      continue;
+    }
+    if (!request->inputs.IsEmpty()) {
+      request->inputs.Reset();
+      Live().input_references--;
+    }
+    free_requests_.push_back(request);
+    it = requests_.erase(it);
   }
 }
 

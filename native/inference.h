@@ -34,7 +34,9 @@ class InferenceEngine {
   // infer(model, version, outputs, id, priority, timeoutUs, flags,
   //       correlationId, parameters, ...inputs) → request token.
   Napi::Value Infer(const Napi::CallbackInfo& info);
-  void Cancel(Napi::Env env, uint32_t token);
+  void Cancel(Napi::Env env, uint64_t token);
+  // Cancels every request still running in Triton (JS thread; API >= 1.25).
+  void CancelAll();
   uint32_t InFlight() const { return static_cast<uint32_t>(requests_.size()); }
   // Forces outputs to be copied into JS memory (runtimes without external
   // buffers); set by the outputCopy option or when Node-API refuses them.
@@ -42,8 +44,12 @@ class InferenceEngine {
   bool CopyOutputs() const { return copy_outputs_; }
   // The server was deleted: release the thread-safe function once idle.
   void Close();
-  // The environment is being torn down: stop delivering to JS.
+  // JS can no longer be called (environment ending): from now on Triton's
+  // threads finish requests themselves, JS is never called again.
   void Abandon();
+  // JS thread, after Abandon(): lets go of the inputs of requests Triton's
+  // threads finished.
+  void ReleaseInputsOfFinished();
 
  private:
   struct Request;
@@ -81,6 +87,11 @@ class InferenceEngine {
                         const uint32_t flags, void* userp);
 
   void Push(const Completion& completion);  // any thread
+  // After Abandon(): a completion handled on the thread it arrived on.
+  void CompleteNatively(const Completion& completion);
+  // Each request waits for two events (release, final response); true for
+  // the second one, whichever thread sees it.
+  static bool LastEvent(Request* request);
   void DrainOnJsThread(Napi::Env env, Napi::Function callback);
   void DeliverResponse(Napi::Env env, Napi::Function callback,
                        Request* request,
@@ -105,8 +116,9 @@ class InferenceEngine {
   bool copy_outputs_ = false;
 
   // JS thread only.
-  uint32_t next_token_ = 1;
-  std::unordered_map<uint32_t, Request*> requests_;
+  // Tokens stay exact as JS numbers and never wrap in practice (2^53).
+  uint64_t next_token_ = 1;
+  std::unordered_map<uint64_t, Request*> requests_;
   std::vector<Request*> free_requests_;
   std::vector<int64_t> shape_scratch_;
   std::vector<Completion> draining_;

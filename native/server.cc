@@ -1,6 +1,10 @@
 #include "server.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <string_view>
+#include <thread>
 #include <functional>
 #include <limits>
 #include <mutex>
@@ -13,15 +17,123 @@
 
 namespace tsn {
 
-ServerState::~ServerState() { StopAndDelete(); }
+ServerState::~ServerState() {
+  // The last owner is gone, so no request is inside any more.
+  StopAndDelete();
+}
 
-void ServerState::StopAndDelete() {
+void ServerState::SetUnloadTimeout(uint32_t seconds) {
+  std::shared_lock<std::shared_mutex> lock(lifetime);
+  // Triton's stop needs time to unload the models (a Python model's stub
+  // takes about a second to exit); without it the server could not be
+  // deleted. API >= 1.30, else the exitTimeoutSeconds option applies.
+  if (server != nullptr && api.ServerSetExitTimeout != nullptr)
+    TakeError(api, api.ServerSetExitTimeout(
+                       server, std::max(seconds, kMinUnloadSeconds)));
+}
+
+std::optional<std::string> ServerState::StopAndDelete() {
   std::unique_lock<std::shared_mutex> lock(lifetime);
-  if (server == nullptr) return;
-  TakeError(api, api.ServerStop(server));
-  // After a stop that ran out of time, delete still deletes.
-  TakeError(api, api.ServerDelete(server));
+  if (server == nullptr) return std::nullopt;
+  TRITONSERVER_Server* stopping_server = server;
   server = nullptr;
+  // Nothing of ours is inside: Triton's stop unloads every model and waits
+  // for it (up to its exit timeout).
+  if (auto failure = TakeError(api, api.ServerStop(stopping_server))) {
+    // Deleting now would free the server under the models it is still
+    // unloading (observed on r25.07: a crash in a model's destructor). The
+    // server is left to the process.
+    std::fprintf(stderr,
+                 "tritonserver-node: Triton did not finish stopping (%s); the "
+                 "server is left undeleted\n",
+                 failure->message.c_str());
+    return failure->message;
+  }
+  if (auto failure = TakeError(api, api.ServerDelete(stopping_server))) {
+    std::fprintf(stderr, "tritonserver-node: could not delete the server: %s\n",
+                 failure->message.c_str());
+    return failure->message;
+  }
+  return std::nullopt;
+}
+
+namespace {
+std::mutex g_background_mutex;
+std::condition_variable g_background_done;
+int g_background_deletions = 0;
+}  // namespace
+
+void BackgroundDeletions::Started() {
+  std::lock_guard<std::mutex> lock(g_background_mutex);
+  ++g_background_deletions;
+}
+
+void BackgroundDeletions::Finished() {
+  {
+    std::lock_guard<std::mutex> lock(g_background_mutex);
+    --g_background_deletions;
+  }
+  g_background_done.notify_all();
+}
+
+bool BackgroundDeletions::Wait(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(g_background_mutex);
+  return g_background_done.wait_for(lock, timeout,
+                                    [] { return g_background_deletions == 0; });
+}
+
+void ServerState::RequestEntered() {
+  std::lock_guard<std::mutex> lock(inside_mutex_);
+  ++inside_;
+}
+
+void ServerState::RequestLeft() {
+  bool delete_now = false;
+  {
+    std::lock_guard<std::mutex> lock(inside_mutex_);
+    --inside_;
+    if (inside_ == 0 && delete_when_empty_) {
+      delete_when_empty_ = false;
+      delete_now = true;
+    }
+  }
+  inside_changed_.notify_all();
+  // This may be a Triton thread (or the JS thread): never delete the server
+  // from under it, do it on a thread of its own.
+  if (delete_now) {
+    BackgroundDeletions::Started();
+    std::thread([self = shared_from_this()] {
+      self->SetUnloadTimeout(kMinUnloadSeconds);
+      self->StopAndDelete();
+      BackgroundDeletions::Finished();
+    }).detach();
+  }
+}
+
+size_t ServerState::RequestsInside() {
+  std::lock_guard<std::mutex> lock(inside_mutex_);
+  return inside_;
+}
+
+bool ServerState::WaitUntilEmpty(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(inside_mutex_);
+  auto empty = [this] { return inside_ == 0; };
+  if (timeout.count() < 0) {
+    inside_changed_.wait(lock, empty);
+    return true;
+  }
+  return inside_changed_.wait_for(lock, timeout, empty);
+}
+
+void ServerState::DeleteWhenEmpty() {
+  {
+    std::lock_guard<std::mutex> lock(inside_mutex_);
+    if (inside_ != 0) {
+      delete_when_empty_ = true;
+      return;
+    }
+  }
+  StopAndDelete();
 }
 
 // ---------------------------------------------------------------------------
@@ -254,28 +366,64 @@ ServerWrap::ServerWrap(const Napi::CallbackInfo& info)
                                     info[0].As<Napi::Function>());
   napi_add_env_cleanup_hook(info.Env(), &ServerWrap::CleanupHook, this);
   cleanup_hook_added_ = true;
+  addon->servers.insert(this);
 }
 
 ServerWrap::~ServerWrap() {
   if (cleanup_hook_added_)
     napi_remove_env_cleanup_hook(Env(), &ServerWrap::CleanupHook, this);
+  if (Addon* addon = Env().GetInstanceData<Addon>()) addon->servers.erase(this);
 }
 
 void ServerWrap::SetCopyOutputs(bool copy) { engine_->SetCopyOutputs(copy); }
 
+// The environment is going away (worker exit or terminate, the main thread
+// ending): there is no later tick, so end synchronously. A server that was
+// never stopped ends here: the response callback's reference keeps the
+// wrapper from being collected before.
 void ServerWrap::CleanupHook(void* self) {
-  static_cast<ServerWrap*>(self)->StopNow();
+  auto* wrap = static_cast<ServerWrap*>(self);
+  wrap->cleanup_hook_added_ = false;
+  wrap->EndWithEnvironment(std::chrono::milliseconds(-1));
 }
 
-void ServerWrap::StopNow() {
-  // The environment is going away (worker exit, process exit): stop
-  // synchronously, there is no later tick to finish on. A server that was
-  // never stopped ends here: the response callback's reference keeps the
-  // wrapper from being collected before.
-  cleanup_hook_added_ = false;
+void ServerWrap::EndAllForExit(Napi::Env env, std::chrono::milliseconds wait) {
+  Addon* addon = env.GetInstanceData<Addon>();
+  if (addon == nullptr) return;
+  std::vector<ServerWrap*> servers(addon->servers.begin(), addon->servers.end());
+  for (ServerWrap* wrap : servers) wrap->EndWithEnvironment(wait);
+  // A server deleted in the background must not be torn down by the exit
+  // itself (static destructors under Triton's threads).
+  BackgroundDeletions::Wait(wait + std::chrono::seconds(ServerState::kMinUnloadSeconds));
+}
+
+void ServerWrap::EndWithEnvironment(std::chrono::milliseconds wait) {
+  if (ended_) return;
+  ended_ = true;
   state_->stopping = true;
-  state_->StopAndDelete();
+  // From here on Triton's threads finish requests themselves: JS may be
+  // unable to run, and must not be waited for.
   engine_->Abandon();
+  engine_->CancelAll();
+  bool empty = true;
+  if (wait.count() < 0) {
+    // Input memory belongs to this environment's heap, which is freed after
+    // this hook: Triton must be done reading it, however long that takes.
+    if (!state_->WaitUntilEmpty(std::chrono::seconds(5))) {
+      std::fprintf(stderr,
+                   "tritonserver-node: waiting for %zu request(s) still "
+                   "running inside Triton before the environment can end\n",
+                   state_->RequestsInside());
+      state_->WaitUntilEmpty(wait);
+    }
+  } else {
+    empty = state_->WaitUntilEmpty(wait);
+  }
+  engine_->ReleaseInputsOfFinished();
+  // With nothing inside, stopping unloads every model (Python stubs exit,
+  // their shared memory goes) and deleting is safe. A process exiting with
+  // requests still inside leaves the server to the exit.
+  if (empty) state_->StopAndDelete();
 }
 
 Napi::Object ServerWrap::Wrap(Napi::Env env,
@@ -592,31 +740,48 @@ Napi::Value ServerWrap::Metrics(const Napi::CallbackInfo& info) {
   });
 }
 
-// stop(): Triton's stop waits for requests in flight (up to the exit
-// timeout) and unloads the models; then the server is deleted. Idempotent.
-// A stop that ran out of time still stopped: Triton's timeout error is not
-// passed on, only a failure to delete the server is.
+// stop(waitSeconds) → Promise<{ complete, requestsInside, message }>.
+// Requests in flight are cancelled first, so models that honour
+// cancellation finish at once; the others get waitSeconds to come back.
+// Only then is Triton's stop called — with nothing of ours inside it, so it
+// unloads every model and the server can be deleted. A request that is
+// still inside after the wait defers both (ServerState::DeleteWhenEmpty):
+// Triton offers no way to unload models after a stop that ran out of time,
+// and deleting a server whose models are loaded crashes in their
+// destructors. Triton's own stop gets waitSeconds too, at least
+// kMinUnloadSeconds (SetUnloadTimeout). Idempotent.
 Napi::Value ServerWrap::Stop(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
+  uint32_t wait_seconds = info.Length() > 0 && info[0].IsNumber()
+                              ? info[0].As<Napi::Number>().Uint32Value()
+                              : 30;
   state_->stopping = true;
+  engine_->CancelAll();
+  struct Report {
+    size_t inside = 0;
+    std::string message;
+  };
+  auto report = std::make_shared<Report>();
   return BlockingCall::Run(
       env,
-      [state = state_](Outcome*) -> std::optional<Failure> {
-        {
-          std::shared_lock<std::shared_mutex> lock(state->lifetime);
-          if (state->server == nullptr) return std::nullopt;
-          TakeError(state->api, state->api.ServerStop(state->server));
+      [state = state_, wait_seconds, report](Outcome*) -> std::optional<Failure> {
+        if (!state->WaitUntilEmpty(std::chrono::seconds(wait_seconds))) {
+          report->inside = state->RequestsInside();
+          state->DeleteWhenEmpty();
+          return std::nullopt;
         }
-        std::unique_lock<std::shared_mutex> lock(state->lifetime);
-        if (state->server == nullptr) return std::nullopt;
-        auto failure =
-            TakeError(state->api, state->api.ServerDelete(state->server));
-        if (!failure) state->server = nullptr;
-        return failure;
+        state->SetUnloadTimeout(wait_seconds);
+        if (auto message = state->StopAndDelete()) report->message = *message;
+        return std::nullopt;
       },
-      [engine = engine_](Napi::Env env, Outcome&) -> Napi::Value {
+      [engine = engine_, report](Napi::Env env, Outcome&) -> Napi::Value {
         engine->Close();
-        return env.Undefined();
+        Napi::Object result = Napi::Object::New(env);
+        result.Set("complete", report->inside == 0 && report->message.empty());
+        result.Set("requestsInside",
+                   Napi::Number::New(env, static_cast<double>(report->inside)));
+        result.Set("message", report->message);
+        return result;
       });
 }
 
@@ -631,7 +796,8 @@ Napi::Value ServerWrap::Cancel(const Napi::CallbackInfo& info) {
   if (info.Length() < 1 || !info[0].IsNumber())
     throw ToJsError(info.Env(), TRITONSERVER_ERROR_INVALID_ARG,
                     "cancel() takes a request token");
-  engine_->Cancel(info.Env(), info[0].As<Napi::Number>().Uint32Value());
+  engine_->Cancel(info.Env(), static_cast<uint64_t>(
+                                  info[0].As<Napi::Number>().Int64Value()));
   return info.Env().Undefined();
 }
 

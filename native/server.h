@@ -4,6 +4,10 @@
 #include <napi.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
 #include <memory>
 #include <shared_mutex>
 #include <string>
@@ -19,12 +23,13 @@ class InferenceEngine;
 
 // Shared by the JS wrapper, blocking calls on the thread pool and requests
 // in flight, so whichever finishes last frees it.
-struct ServerState {
+//
+// Rule: the server is never deleted while a request is inside Triton (handed
+// over by ServerInferAsync, release or final response still to come):
+// deleting a Triton server frees it under its backends' threads.
+struct ServerState : std::enable_shared_from_this<ServerState> {
   explicit ServerState(const TritonApi& api) : api(api) {}
   ~ServerState();
-  // Stops and deletes the server if it still exists. Blocks: Triton waits
-  // for requests in flight, up to the exit timeout.
-  void StopAndDelete();
 
   const TritonApi& api;
   // Calls that use `server` hold it shared; deleting the server holds it
@@ -32,6 +37,39 @@ struct ServerState {
   std::shared_mutex lifetime;
   TRITONSERVER_Server* server = nullptr;
   std::atomic<bool> stopping{false};
+
+  // A request was handed to Triton (JS thread) / is completely back (any thread).
+  void RequestEntered();
+  void RequestLeft();
+  size_t RequestsInside();
+  // Waits until no request is inside Triton; a negative timeout waits for
+  // ever. True when none is left.
+  bool WaitUntilEmpty(std::chrono::milliseconds timeout);
+  // Stops and deletes the server now if no request is inside Triton, else on
+  // a thread of its own as soon as the last one is back. Never blocks on
+  // requests.
+  void DeleteWhenEmpty();
+  // The exit timeout of Triton's own stop: at least kMinUnloadSeconds.
+  void SetUnloadTimeout(uint32_t seconds);
+  static constexpr uint32_t kMinUnloadSeconds = 10;
+  // Stops and deletes the server (blocks while Triton unloads models); only
+  // when no request is inside. Triton's message if its stop failed (then
+  // the server is left undeleted: deleting it would crash).
+  std::optional<std::string> StopAndDelete();
+
+ private:
+  std::mutex inside_mutex_;
+  std::condition_variable inside_changed_;
+  size_t inside_ = 0;
+  bool delete_when_empty_ = false;
+};
+
+// Servers stopped and deleted on threads of their own (after a stop that
+// left requests inside), which process exit must wait for.
+struct BackgroundDeletions {
+  static void Started();
+  static void Finished();
+  static bool Wait(std::chrono::milliseconds timeout);
 };
 
 using OptionArg = std::variant<std::string, double, bool>;
@@ -99,11 +137,21 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
   Napi::Value RunWithServer(Napi::Env env, ServerWork work);
 
   static void CleanupHook(void* self);
-  void StopNow();
+  // Ends the server synchronously on the JS thread, delivering nothing more
+  // to JS: the environment is going away (cleanup hook, wait for ever) or the
+  // process is exiting (wait at most `wait`).
+  void EndWithEnvironment(std::chrono::milliseconds wait);
+
+ public:
+  // process.exit(): every server of this environment, synchronously.
+  static void EndAllForExit(Napi::Env env, std::chrono::milliseconds wait);
+
+ private:
 
   std::shared_ptr<ServerState> state_;
   std::shared_ptr<InferenceEngine> engine_;
   bool cleanup_hook_added_ = false;
+  bool ended_ = false;
 };
 
 }  // namespace tsn

@@ -341,6 +341,8 @@ constexpr uint32_t kTritonApiMinMinor = 17;
     (TRITONSERVER_Server * *server, TRITONSERVER_ServerOptions * options))     \
   X(0, TRITONSERVER_Error*, ServerDelete, (TRITONSERVER_Server * server))      \
   X(0, TRITONSERVER_Error*, ServerStop, (TRITONSERVER_Server * server))        \
+  X(30, TRITONSERVER_Error*, ServerSetExitTimeout,                              \
+    (TRITONSERVER_Server * server, unsigned int timeout))                      \
   X(0, TRITONSERVER_Error*, ServerRegisterModelRepository,                     \
     (TRITONSERVER_Server * server, const char* repository_path,                \
      const TRITONSERVER_Parameter** name_mapping,                              \
