@@ -15,14 +15,25 @@ export const ERROR_CODES = [
 
 export type TritonErrorCode = (typeof ERROR_CODES)[number];
 
+/** A model that failed to load, with Triton's reason (from its model index). */
+export interface ModelLoadFailure {
+  name: string;
+  /** '' when Triton's index gives none. */
+  version: string;
+  reason: string;
+}
+
 /** Every failure of this package: Triton's own errors and our validation. */
 export class TritonError extends Error {
   override readonly name = 'TritonError';
   readonly code: TritonErrorCode;
+  /** For load failures (start, loadModel, pollModelRepository): each failed model and why. */
+  declare readonly models?: ModelLoadFailure[];
 
-  constructor(code: TritonErrorCode, message: string, options?: { cause?: unknown }) {
+  constructor(code: TritonErrorCode, message: string, options?: { cause?: unknown; models?: ModelLoadFailure[] }) {
     super(message, options);
     this.code = code;
+    if (options?.models !== undefined) this.models = options.models;
   }
 }
 

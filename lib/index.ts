@@ -1,10 +1,12 @@
-export { TritonError, isTritonError, ERROR_CODES, type TritonErrorCode } from './errors.js';
+export { TritonError, isTritonError, ERROR_CODES, type TritonErrorCode, type ModelLoadFailure } from './errors.js';
 export {
   Server,
   type ServerMetadata,
   type ModelIndexEntry,
   type LoadModelOptions,
   type UnloadModelOptions,
+  type StopOptions,
+  type StopReport,
 } from './server.js';
 export {
   Model,

@@ -4,8 +4,20 @@
  * completion the addon drains (all that arrived, once per JS tick) to its
  * request.
  */
+import { markAsUntransferable } from 'node:worker_threads';
+import {
+  checkInteger,
+  checkKnownKeys,
+  checkObject,
+  checkOptionalBoolean,
+  checkOptionalSignal,
+  checkOptionalString,
+  checkPositiveNumber,
+  invalidParameterError,
+  isCString,
+} from './check.js';
 import { TritonError } from './errors.js';
-import type { NativeInputField, NativeResponseCallback, NativeServer } from './native.js';
+import { pendingRequests, type NativeInputField, type NativeResponseCallback, type NativeServer } from './native.js';
 import { normalizeInput, outputTensor, type DataType, type InputValue, type Tensor } from './tensor.js';
 
 export interface SequenceOptions {
@@ -136,7 +148,7 @@ export class Inference {
   /** Receives each completion the addon drains, routed by token. */
   readonly onResponse: NativeResponseCallback = (token, final, error, version, parameters, ...outputs) => {
     const handler = this.#pending.get(token);
-    if (final) this.#pending.delete(token);
+    if (final && this.#pending.delete(token)) pendingRequests.count--;
     try {
       handler?.({ final, error, version, parameters, outputs });
     } catch (failure) {
@@ -147,17 +159,10 @@ export class Inference {
     }
   };
 
-  /**
-   * The server was deleted: Triton will not complete what is still pending
-   * (requests that outlived the exit timeout), so settle it here.
-   */
-  abandonPending(): void {
-    const handlers = [...this.#pending.values()];
-    this.#pending.clear();
-    const stopped = new TritonError('UNAVAILABLE', 'the server stopped before the request completed');
-    for (const handler of handlers) {
-      handler({ final: true, error: stopped, version: undefined, parameters: undefined, outputs: [] });
-    }
+  /** Waits for the request's completions (until its FINAL one). */
+  #await(token: number, handler: Handler): void {
+    if (!this.#pending.has(token)) pendingRequests.count++;
+    this.#pending.set(token, handler);
   }
 
   /** Drops cached metadata (a model was loaded, unloaded or reloaded). */
@@ -167,6 +172,7 @@ export class Inference {
   }
 
   async infer(model: string, version: number, request: InferenceRequest): Promise<InferenceResponse> {
+    checkRequest(request);
     const key = `${model}\u0000${version}`;
     const info = this.#info.get(key) ?? (await this.#modelInfo(key, model, version));
     const signal = request.signal;
@@ -188,7 +194,7 @@ export class Inference {
         this.#cancel(token);
         reject(cancelled('the request was aborted', signal?.reason));
       };
-      this.#pending.set(token, (completion) => {
+      this.#await(token, (completion) => {
         if (settled) return;
         const error = completion.error;
         if (error !== undefined) {
@@ -229,6 +235,7 @@ export class Inference {
   }
 
   async *stream(model: string, version: number, request: InferenceRequest): AsyncGenerator<InferenceResponse> {
+    checkRequest(request);
     const key = `${model}\u0000${version}`;
     const info = this.#info.get(key) ?? (await this.#modelInfo(key, model, version));
     const signal = request.signal;
@@ -242,7 +249,7 @@ export class Inference {
       wake = undefined;
       resume?.();
     };
-    this.#pending.set(token, (completion) => {
+    this.#await(token, (completion) => {
       queue.push(completion);
       notify();
     });
@@ -268,15 +275,12 @@ export class Inference {
           });
           continue;
         }
-        if (completion.error !== undefined) {
-          finished = completion.final;
-          throw completion.error;
-        }
+        // Known before yielding: a consumer that stops at the final
+        // response leaves nothing behind to cancel.
+        finished = completion.final;
+        if (completion.error !== undefined) throw completion.error;
         if (hasResponse(completion)) yield toResponse(completion, model, request);
-        if (completion.final) {
-          finished = true;
-          return;
-        }
+        if (finished) return;
       }
     } finally {
       if (timer !== undefined) clearTimeout(timer);
@@ -284,7 +288,7 @@ export class Inference {
       if (!finished) {
         // Left early (break, error, abort): stop the work in Triton; the
         // remaining completions still arrive and free their resources.
-        this.#pending.set(token, () => {});
+        this.#await(token, () => {});
         this.#cancel(token);
       }
     }
@@ -333,6 +337,116 @@ export class Inference {
   }
 }
 
+const REQUEST_FIELDS: ReadonlySet<string> = new Set([
+  'inputs',
+  'outputs',
+  'id',
+  'priority',
+  'timeoutMs',
+  'signal',
+  'parameters',
+  'sequence',
+  'modelVersion',
+]);
+const SEQUENCE_FIELDS: ReadonlySet<string> = new Set(['id', 'start', 'end']);
+/** setTimeout's limit; a longer delay would fire at once. */
+const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+const UINT64_LIMIT = 2n ** 64n;
+
+/** Checks the request's own fields (not its inputs, which need the model's metadata). */
+function checkRequest(request: unknown): asserts request is InferenceRequest {
+  checkObject('request', request);
+  checkKnownKeys('request', request, REQUEST_FIELDS);
+  const { inputs, outputs, id, priority, timeoutMs, signal, parameters, sequence, modelVersion } = request;
+  checkObject('request.inputs', inputs);
+  if (outputs !== undefined && !(Array.isArray(outputs) && outputs.every((name) => isCString(name) && name !== ''))) {
+    throw invalidParameterError('request.outputs', 'an array of output names', outputs);
+  }
+  checkOptionalString('request.id', id);
+  if (priority !== undefined) checkInteger('request.priority', priority, 0, 0xffff_ffff);
+  if (timeoutMs !== undefined) {
+    checkPositiveNumber('request.timeoutMs', timeoutMs);
+    if (timeoutMs > MAX_TIMEOUT_MS) throw invalidParameterError('request.timeoutMs', `at most ${MAX_TIMEOUT_MS}`, timeoutMs);
+  }
+  checkOptionalSignal('request.signal', signal);
+  if (parameters !== undefined) {
+    checkObject('request.parameters', parameters);
+    for (const key in parameters) {
+      const value = parameters[key];
+      const ok =
+        isCString(key) &&
+        (typeof value === 'string' ? isCString(value) : typeof value === 'number' ? Number.isFinite(value) : typeof value === 'boolean');
+      if (!ok) {
+        throw invalidParameterError(`request.parameters[${JSON.stringify(key)}]`, 'a string, a finite number or a boolean', value);
+      }
+    }
+  }
+  if (sequence !== undefined) {
+    checkObject('request.sequence', sequence);
+    checkKnownKeys('request.sequence', sequence, SEQUENCE_FIELDS);
+    const sid = sequence.id;
+    const ok =
+      typeof sid === 'string'
+        ? sid !== '' && isCString(sid)
+        : typeof sid === 'bigint'
+          ? sid >= 0n && sid < UINT64_LIMIT
+          : Number.isSafeInteger(sid) && (sid as number) >= 0;
+    if (!ok) throw invalidParameterError('request.sequence.id', 'a non-negative integer, a bigint below 2^64 or a non-empty string', sid);
+    checkOptionalBoolean('request.sequence.start', sequence.start);
+    checkOptionalBoolean('request.sequence.end', sequence.end);
+  }
+  if (modelVersion !== undefined) checkInteger('request.modelVersion', modelVersion, -1);
+}
+
+/**
+ * Input memory is handed to Triton without a copy, so it must not be
+ * detached (transferred) while Triton may read it: each input's buffer is
+ * marked untransferable (`worker_threads.markAsUntransferable`). Where the
+ * runtime would still let such a buffer be detached, inputs are copied.
+ */
+const MARKING_PINS: boolean = (() => {
+  const probe = new ArrayBuffer(8);
+  markAsUntransferable(probe);
+  try {
+    structuredClone(probe, { transfer: [probe] });
+  } catch {
+    // Refusing the transfer is just as good as copying it.
+  }
+  const transfer = (probe as { transfer?: () => ArrayBuffer }).transfer;
+  if (typeof transfer === 'function') {
+    try {
+      transfer.call(probe);
+    } catch {
+      // refused
+    }
+  }
+  return probe.byteLength === 8;
+})();
+
+/** The view's memory, safe to hand to Triton until the request is released. */
+function pinned(name: string, view: ArrayBufferView): ArrayBufferView {
+  const buffer = view.buffer;
+  // Shared memory cannot be detached (but see the README on writing to it).
+  if (!(buffer instanceof ArrayBuffer)) return view;
+  if (view.byteLength === 0 && isDetached(buffer)) {
+    throw invalid(`input '${name}': its ArrayBuffer is detached (transferred or closed)`);
+  }
+  if (MARKING_PINS) {
+    markAsUntransferable(buffer);
+    return view;
+  }
+  return new Uint8Array(buffer.slice(view.byteOffset, view.byteOffset + view.byteLength));
+}
+
+function isDetached(buffer: ArrayBuffer): boolean {
+  try {
+    new Uint8Array(buffer, 0, 0);
+    return false;
+  } catch {
+    return true;
+  }
+}
+
 function buildModelInfo(metadata: MetadataJson, config: ConfigJson): ModelInfo {
   const optional = new Set((config.input ?? []).filter((input) => input.optional === true).map((input) => input.name));
   const inputs = new Map<string, TensorInfo>();
@@ -352,11 +466,9 @@ function buildModelInfo(metadata: MetadataJson, config: ConfigJson): ModelInfo {
 
 /** Checked inputs, flat as the addon takes them: name, datatype, shape, data, … */
 function prepareInputs(model: string, info: ModelInfo, request: InferenceRequest): NativeInputField[] {
-  if (request === null || typeof request !== 'object' || request.inputs === null || typeof request.inputs !== 'object') {
-    throw invalid(`a request to model '${model}' needs an 'inputs' object`);
-  }
   const prepared: NativeInputField[] = [];
   for (const name of Object.keys(request.inputs)) {
+    if (!isCString(name)) throw invalid(`input name ${JSON.stringify(name)} contains a NUL character`);
     const expected = info.inputs.get(name);
     if (expected === undefined) {
       throw invalid(`model '${model}' has no input '${name}' (its inputs: ${[...info.inputs.keys()].join(', ')})`);
@@ -364,7 +476,7 @@ function prepareInputs(model: string, info: ModelInfo, request: InferenceRequest
     // normalizeInput also refuses data of another type than the model's.
     const input = normalizeInput(name, request.inputs[name] as InputValue, expected.datatype);
     checkShape(model, name, input.shape, expected.shape, info.maxBatchSize);
-    prepared.push(input.name, input.datatype, input.shape.length, ...input.shape, input.data);
+    prepared.push(input.name, input.datatype, input.shape.length, ...input.shape, pinned(name, input.data));
   }
   for (const name of info.required) {
     if (!(name in request.inputs)) throw invalid(`model '${model}' needs input '${name}'`);
@@ -396,30 +508,10 @@ function startRequest(
   inputs: NativeInputField[],
   request: InferenceRequest,
 ): number {
+  // Every field was checked by checkRequest().
   const { id, priority, timeoutMs, sequence, parameters } = request;
-  if (priority !== undefined && !(Number.isInteger(priority) && priority >= 0)) {
-    throw invalid('priority must be a non-negative integer');
-  }
-  if (timeoutMs !== undefined && !(timeoutMs > 0 && Number.isFinite(timeoutMs))) {
-    throw invalid('timeoutMs must be a positive number');
-  }
-  let flags: number | undefined;
-  if (sequence !== undefined) {
-    const sequenceId = sequence.id;
-    if (typeof sequenceId !== 'string' && typeof sequenceId !== 'bigint' && !(Number.isSafeInteger(sequenceId) && sequenceId >= 0)) {
-      throw invalid('sequence.id must be a non-negative integer, bigint or string');
-    }
-    flags = (sequence.start ? SEQUENCE_START : 0) | (sequence.end ? SEQUENCE_END : 0);
-  }
-  let parameterList: Array<[string, string | number | boolean]> | undefined;
-  if (parameters !== undefined) {
-    parameterList = Object.entries(parameters);
-    for (const [key, value] of parameterList) {
-      if (!['string', 'number', 'boolean'].includes(typeof value)) {
-        throw invalid(`parameter '${key}' must be a string, number or boolean`);
-      }
-    }
-  }
+  const flags = sequence === undefined ? undefined : (sequence.start ? SEQUENCE_START : 0) | (sequence.end ? SEQUENCE_END : 0);
+  const parameterList = parameters === undefined ? undefined : Object.entries(parameters);
   return nativeServer.infer(
     model,
     version,

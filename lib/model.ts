@@ -1,4 +1,5 @@
 /** `Model`: a handle on one model (and version) of a server. */
+import { checkInteger, checkName } from './check.js';
 import { TritonError } from './errors.js';
 import type { Inference, InferenceRequest, InferenceResponse } from './inference.js';
 import { parseModelConfigJson, type ModelConfig } from './model-config.js';
@@ -59,12 +60,8 @@ export class Model {
 
   /** @internal Use `server.model(name)` or `server.loadModel(name)`. */
   constructor(nativeServer: NativeServer, inference: Inference, name: string, version: ModelVersion) {
-    if (typeof name !== 'string' || name.length === 0) {
-      throw new TritonError('INVALID_ARG', 'a model name must be a non-empty string');
-    }
-    if (!Number.isInteger(version) || version < -1) {
-      throw new TritonError('INVALID_ARG', `model version must be -1 or a non-negative integer, got ${version}`);
-    }
+    checkName('model name', name);
+    checkInteger('model version', version, -1);
     this.#native = nativeServer;
     this.#inference = inference;
     this.name = name;

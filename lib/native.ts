@@ -34,7 +34,7 @@ export interface LibraryInfo {
   minor: number;
 }
 
-export interface LiveObjects {
+export interface NativeLiveObjects {
   /** Request contexts not yet freed (in flight or awaiting release). */
   requests: number;
   /** Triton responses not yet deleted. */
@@ -43,6 +43,11 @@ export interface LiveObjects {
   outputBuffers: number;
   /** Requests still holding their JS input memory for Triton. */
   inputReferences: number;
+}
+
+export interface LiveObjects extends NativeLiveObjects {
+  /** Requests whose promise or stream still waits for a completion (lib/inference.ts). */
+  pending: number;
 }
 
 export interface NativeServer {
@@ -63,7 +68,11 @@ export interface NativeServer {
   registerModelRepository(path: string, mapping: Array<[string, string]>): Promise<void>;
   unregisterModelRepository(path: string): Promise<void>;
   metrics(): Promise<string>;
-  stop(): Promise<void>;
+  /**
+   * Cancels what is in flight, waits up to waitSeconds for it, then stops and
+   * deletes the server (at once, or once the last request is back).
+   */
+  stop(waitSeconds: number): Promise<NativeStopReport>;
   /**
    * Starts a request; throws synchronously when Triton refuses it. Options
    * come positionally (undefined = not set), then each input flat as name,
@@ -85,6 +94,13 @@ export interface NativeServer {
   inFlight(): number;
 }
 
+export interface NativeStopReport {
+  complete: boolean;
+  requestsInside: number;
+  /** Triton's message when its stop ran out of time, else ''. */
+  message: string;
+}
+
 export type OptionCallArgs = ReadonlyArray<string | number | boolean>;
 
 export interface NativeAddon {
@@ -96,7 +112,9 @@ export interface NativeAddon {
     onResponse: NativeResponseCallback,
     copyOutputs: boolean,
   ): Promise<NativeServer>;
-  liveObjects(): LiveObjects;
+  liveObjects(): NativeLiveObjects;
+  /** Synchronously ends every server of this environment (process 'exit'). */
+  endServersForExit(waitMs: number): void;
 }
 
 function packageRoot(): string {
@@ -138,9 +156,12 @@ export function librarySearchPaths(
   return [...new Set(paths)];
 }
 
-/** Counts of live native objects, for tests and leak hunting. */
+/** Requests waiting for a completion, across every server of this thread (kept by lib/inference.ts). */
+export const pendingRequests = { count: 0 };
+
+/** Counts of live native objects and pending requests, for tests and leak hunting. */
 export function liveObjects(): LiveObjects {
-  return native.liveObjects();
+  return { ...native.liveObjects(), pending: pendingRequests.count };
 }
 
 /** The C API version of the library that `libraryPath` (or the search) finds. */

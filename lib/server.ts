@@ -5,7 +5,16 @@
  */
 import { existsSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import { TritonError } from './errors.js';
+import {
+  checkInteger,
+  checkName,
+  checkObject,
+  checkOptionalBoolean,
+  checkOptions,
+  invalidParameterError,
+  isCString,
+} from './check.js';
+import { TritonError, type ModelLoadFailure } from './errors.js';
 import { Inference, type InferenceRequest, type InferenceResponse } from './inference.js';
 import { Model, type ModelVersion } from './model.js';
 import { validateModelConfig, type ModelConfigInput } from './model-config.js';
@@ -14,8 +23,16 @@ import {
   native,
   type LibraryInfo,
   type NativeServer,
+  type NativeStopReport,
 } from './native.js';
-import { parseServerOptions, serverOptionCalls, type ServerOptions } from './options.js';
+import {
+  parseServerOptions,
+  serverOptionDefaults,
+  serverOptionCalls,
+  type OptionCall,
+  type ResolvedServerOptions,
+  type ServerOptions,
+} from './options.js';
 
 /** `TRITONSERVER_ServerMetadata`. */
 export interface ServerMetadata {
@@ -48,6 +65,30 @@ export interface LoadModelOptions {
   files?: Record<string, Uint8Array | string>;
 }
 
+export interface StopOptions {
+  /**
+   * Exit timeout for this stop, instead of `exitTimeoutSeconds`: how long to
+   * wait for requests still running after they were cancelled, and then how
+   * long Triton's own stop may take to unload the models
+   * (`TRITONSERVER_ServerSetExitTimeout`, API 1.30; whole seconds, rounded up).
+   */
+  timeoutMs?: number;
+}
+
+/** What `stop()` left behind. */
+export interface StopReport {
+  /** Every request finished and every model unloaded in time; the server is deleted. */
+  complete: boolean;
+  /**
+   * Requests still running inside Triton when the exit timeout ran out (their
+   * backends ignored cancellation). The server is deleted, and their promises
+   * settle, when the last of them comes back — never before.
+   */
+  requestsInside: number;
+  /** Empty when complete; else what was left running, with Triton's message. */
+  message: string;
+}
+
 export interface UnloadModelOptions {
   /** Also unload models that depend on it (ensembles). Default false. */
   unloadDependents?: boolean;
@@ -56,6 +97,44 @@ export interface UnloadModelOptions {
 }
 
 const UNLOAD_POLL_MS = 5;
+/** How long process.exit() waits for cancelled requests before stopping the servers. */
+export const EXIT_WAIT_MS = 5000;
+/** The C API minor that brought `ServerOptionsSetModelLoadRetryCount`. */
+const RETRY_COUNT_MINOR = 28;
+/** The C API minor that brought `ServerSetExitTimeout`. */
+const SET_EXIT_TIMEOUT_MINOR = 30;
+const LOAD_FIELDS: ReadonlySet<string> = new Set(['config', 'files']);
+const UNLOAD_FIELDS: ReadonlySet<string> = new Set(['unloadDependents', 'wait']);
+const STOP_FIELDS: ReadonlySet<string> = new Set(['timeoutMs']);
+const INDEX_FIELDS: ReadonlySet<string> = new Set(['readyOnly']);
+
+let exitHookInstalled = false;
+/**
+ * process.exit() runs no environment cleanup hooks: without this, requests
+ * in flight would leave Python stub processes and their shared memory
+ * behind. Servers are ended synchronously from the 'exit' event instead.
+ */
+function installExitHook(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.once('exit', () => native.endServersForExit(EXIT_WAIT_MS));
+}
+
+/** Failed models of a model index: UNAVAILABLE with a reason other than an unload. */
+function failedModels(index: ModelIndexEntry[], only?: string): ModelLoadFailure[] {
+  return index
+    .filter((entry) => (only === undefined || entry.name === only) && entry.state === 'UNAVAILABLE')
+    .filter((entry) => entry.reason !== undefined && entry.reason !== '' && entry.reason !== 'unloaded')
+    .map((entry) => ({ name: entry.name, version: entry.version ?? '', reason: entry.reason ?? '' }));
+}
+
+/** Triton's error with every failed model and its reason added, as text and as `error.models`. */
+function withReasons(error: TritonError, models: ModelLoadFailure[]): TritonError {
+  const missing = models.filter((model) => !error.message.includes(model.reason));
+  if (missing.length === 0) return error;
+  const lines = missing.map((model) => `  - '${model.name}'${model.version ? ` version ${model.version}` : ''}: ${model.reason}`);
+  return new TritonError(error.code, `${error.message}:\n${lines.join('\n')}`, { cause: error, models });
+}
 
 /**
  * `<root>/backends` for a library at `<root>/lib/libtritonserver.so` when that
@@ -69,14 +148,29 @@ export function backendDirectoryBeside(libraryPath: string): string | undefined 
   return existsSync(backends) ? backends : undefined;
 }
 
+function stopReport(report: NativeStopReport, seconds: number): StopReport {
+  if (report.complete) return { complete: true, requestsInside: 0, message: '' };
+  const left = report.requestsInside;
+  const message =
+    left > 0
+      ? `${left} request${left === 1 ? ' was' : 's were'} still running inside Triton when the exit timeout (${seconds} s) ran out;` +
+        ` the server stops, unloads its models and is deleted once ${left === 1 ? 'it comes' : 'they come'} back`
+      : `Triton did not finish stopping (${report.message}); the server is left undeleted`;
+  process.emitWarning(message, { code: 'TRITONSERVER_STOP_INCOMPLETE' });
+  return { complete: false, requestsInside: left, message };
+}
+
 export class Server implements AsyncDisposable {
   readonly #native: NativeServer;
   readonly #inference: Inference;
-  #stopping: Promise<void> | undefined;
+  #stopping: Promise<StopReport> | undefined;
 
-  private constructor(nativeServer: NativeServer, inference: Inference) {
+  readonly #exitTimeoutSeconds: number;
+
+  private constructor(nativeServer: NativeServer, inference: Inference, exitTimeoutSeconds: number) {
     this.#native = nativeServer;
     this.#inference = inference;
+    this.#exitTimeoutSeconds = exitTimeoutSeconds;
   }
 
   /**
@@ -87,21 +181,67 @@ export class Server implements AsyncDisposable {
   static async start(options: ServerOptions): Promise<Server> {
     const resolved = parseServerOptions(options);
     const candidates = librarySearchPaths(resolved.libraryPath);
+    const library = await native.apiVersion(candidates);
     const calls = serverOptionCalls(resolved);
     if (resolved.backendDirectory === undefined) {
-      const backends = backendDirectoryBeside((await native.apiVersion(candidates)).path);
+      const backends = backendDirectoryBeside(library.path);
       if (backends !== undefined) calls.push(['ServerOptionsSetBackendDirectory', backends]);
     }
+    // Triton's documented default is 0, but the in-process options leave the
+    // count unset, and then a failing load is retried without end.
+    if (resolved.modelLoadRetryCount === undefined && library.minor >= RETRY_COUNT_MINOR) {
+      calls.push(['ServerOptionsSetModelLoadRetryCount', 0]);
+    }
+    let started: { nativeServer: NativeServer; inference: Inference };
+    try {
+      started = await Server.#startNative(candidates, calls, resolved);
+    } catch (error) {
+      throw await Server.#explainStartFailure(error, candidates, calls, resolved);
+    }
+    installExitHook();
+    return new Server(started.nativeServer, started.inference, resolved.exitTimeoutSeconds ?? serverOptionDefaults.exitTimeoutSeconds);
+  }
+
+  static async #startNative(
+    candidates: string[],
+    calls: readonly OptionCall[],
+    resolved: ResolvedServerOptions,
+  ): Promise<{ nativeServer: NativeServer; inference: Inference }> {
     const inference = new Inference();
-    const nativeServer = await native.startServer(
-      candidates,
-      calls,
-      inference.onResponse,
-      resolved.outputCopy ?? false,
-    );
-    const server = new Server(nativeServer, inference);
+    const nativeServer = await native.startServer(candidates, calls, inference.onResponse, resolved.outputCopy ?? false);
     inference.attach(nativeServer);
-    return server;
+    return { nativeServer, inference };
+  }
+
+  /**
+   * With exitOnError (the default) Triton says only "failed to load all
+   * models". The reasons are in a model index, which needs a server: one is
+   * started for a moment with exitOnError off, read, and stopped.
+   */
+  static async #explainStartFailure(
+    error: unknown,
+    candidates: string[],
+    calls: readonly OptionCall[],
+    resolved: ResolvedServerOptions,
+  ): Promise<unknown> {
+    if (!(error instanceof TritonError) || error.code !== 'INTERNAL' || !error.message.includes('failed to load all models')) {
+      return error;
+    }
+    if (resolved.exitOnError === false) return error;
+    const diagnostic = [
+      ...calls.filter(([fn]) => fn !== 'ServerOptionsSetExitOnError'),
+      ['ServerOptionsSetExitOnError', false],
+    ] as OptionCall[];
+    let probe: NativeServer | undefined;
+    try {
+      probe = (await Server.#startNative(candidates, diagnostic, resolved)).nativeServer;
+      const index = JSON.parse(await probe.modelIndex(false)) as ModelIndexEntry[];
+      return withReasons(error, failedModels(index));
+    } catch {
+      return error;
+    } finally {
+      await probe?.stop(serverOptionDefaults.exitTimeoutSeconds).catch(() => undefined);
+    }
   }
 
   /** The libtritonserver.so in use and its C API version. */
@@ -127,12 +267,16 @@ export class Server implements AsyncDisposable {
   }
 
   async modelIndex(options: { readyOnly?: boolean } = {}): Promise<ModelIndexEntry[]> {
-    const text = await this.#call((s) => s.modelIndex(options.readyOnly ?? false));
+    const { readyOnly } = checkOptions('modelIndex options', options, INDEX_FIELDS);
+    checkOptionalBoolean('modelIndex options.readyOnly', readyOnly);
+    const text = await this.#call((s) => s.modelIndex(readyOnly ?? false));
     return JSON.parse(text) as ModelIndexEntry[];
   }
 
   /** A handle on a model; `version` -1 (default) means Triton's choice. */
   model(name: string, version: ModelVersion = -1): Model {
+    checkName('model name', name);
+    checkInteger('model version', version, -1);
     return new Model(this.#native, this.#inference, name, version);
   }
 
@@ -141,6 +285,10 @@ export class Server implements AsyncDisposable {
    * and `files` the model is loaded from memory.
    */
   async loadModel(name: string, options: LoadModelOptions = {}): Promise<Model> {
+    checkName('model name', name);
+    checkOptions('loadModel options', options, LOAD_FIELDS);
+    if (options.config !== undefined) checkObject('loadModel options.config', options.config);
+    if (options.files !== undefined) checkObject('loadModel options.files', options.files);
     const parameters: Array<[string, string | Uint8Array]> = [];
     if (options.config !== undefined) {
       const config = validateModelConfig({ ...options.config, name: options.config.name ?? name });
@@ -160,6 +308,10 @@ export class Server implements AsyncDisposable {
         if (path.startsWith('/') || path.split('/').includes('..')) {
           throw new TritonError('INVALID_ARG', `model file path '${path}' must be relative to the model directory`);
         }
+        if (!isCString(path) || path === '') throw invalidParameterError('a model file path', 'a relative path without NUL characters', path);
+        if (typeof content !== 'string' && !(content instanceof Uint8Array)) {
+          throw invalidParameterError(`model file '${path}'`, 'a string or a Uint8Array', content);
+        }
         const bytes = typeof content === 'string' ? new TextEncoder().encode(content) : content;
         parameters.push([`file:${path}`, bytes]);
       }
@@ -167,14 +319,30 @@ export class Server implements AsyncDisposable {
     this.#inference.forgetModels();
     try {
       await this.#call((s) => s.loadModel(name, parameters));
+    } catch (error) {
+      throw await this.#withIndexReasons(error, name);
     } finally {
       this.#inference.forgetModels();
     }
     return this.model(name);
   }
 
+  /** A load error with the reasons Triton's model index gives (which its message may lack). */
+  async #withIndexReasons(error: unknown, only?: string): Promise<unknown> {
+    if (!(error instanceof TritonError) || this.#stopping !== undefined) return error;
+    try {
+      return withReasons(error, failedModels(await this.modelIndex(), only));
+    } catch {
+      return error;
+    }
+  }
+
   /** Unloads a model; by default waits until Triton has finished. */
   async unloadModel(name: string, options: UnloadModelOptions = {}): Promise<void> {
+    checkName('model name', name);
+    checkOptions('unloadModel options', options, UNLOAD_FIELDS);
+    checkOptionalBoolean('unloadModel options.unloadDependents', options.unloadDependents);
+    checkOptionalBoolean('unloadModel options.wait', options.wait);
     // Triton treats unloading an unknown name as a no-op; say so instead.
     // (Models loaded from memory are not in the index, but are ready.)
     if (!(await this.#busy(name)) && !(await this.modelIndex()).some((entry) => entry.name === name)) {
@@ -196,7 +364,11 @@ export class Server implements AsyncDisposable {
   /** Re-reads the repositories (poll model control mode). */
   async pollModelRepository(): Promise<void> {
     this.#inference.forgetModels();
-    await this.#call((s) => s.pollModelRepository());
+    try {
+      await this.#call((s) => s.pollModelRepository());
+    } catch (error) {
+      throw await this.#withIndexReasons(error);
+    }
   }
 
   /**
@@ -204,10 +376,17 @@ export class Server implements AsyncDisposable {
    * name in it to the model name to serve it under.
    */
   async registerModelRepository(path: string, nameMapping: Record<string, string> = {}): Promise<void> {
+    checkName('repository path', path);
+    checkObject('nameMapping', nameMapping);
+    for (const [directory, model] of Object.entries(nameMapping)) {
+      checkName('nameMapping key', directory);
+      checkName(`nameMapping['${directory}']`, model);
+    }
     await this.#call((s) => s.registerModelRepository(path, Object.entries(nameMapping)));
   }
 
   async unregisterModelRepository(path: string): Promise<void> {
+    checkName('repository path', path);
     this.#inference.forgetModels();
     await this.#call((s) => s.unregisterModelRepository(path));
   }
@@ -218,21 +397,45 @@ export class Server implements AsyncDisposable {
   }
 
   /** Runs one inference on the named model; see `Model.infer`. */
-  infer(modelName: string, request: InferenceRequest): Promise<InferenceResponse> {
+  async infer(modelName: string, request: InferenceRequest): Promise<InferenceResponse> {
+    checkObject('request', request);
     return this.model(modelName, request.modelVersion ?? -1).infer(request);
   }
 
   /**
-   * Stops the server: requests in flight may finish (up to
-   * `exitTimeoutSeconds`), models unload, the server is deleted. Idempotent;
-   * every later call rejects with UNAVAILABLE.
+   * Stops the server: requests in flight are cancelled, Triton waits for
+   * those still running (up to the exit timeout) and unloads the models, and
+   * the server is deleted — never while a request is still inside it: past
+   * the timeout, deletion waits for the last one (see `StopReport`).
+   * Idempotent; every later call rejects with UNAVAILABLE.
    */
-  stop(): Promise<void> {
-    this.#stopping ??= this.#native.stop().then(() => this.#inference.abandonPending());
+  stop(options: StopOptions = {}): Promise<StopReport> {
+    if (this.#stopping !== undefined) return this.#stopping;
+    let seconds: number | undefined;
+    try {
+      const { timeoutMs } = checkOptions('stop options', options, STOP_FIELDS);
+      if (timeoutMs !== undefined) {
+        if (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs < 0 || timeoutMs > 0xffff_ffff * 1000) {
+          throw invalidParameterError('stop options.timeoutMs', 'a non-negative number of milliseconds', timeoutMs);
+        }
+        if (this.library.minor < SET_EXIT_TIMEOUT_MINOR) {
+          throw new TritonError(
+            'UNSUPPORTED',
+            `stop({ timeoutMs }) needs TRITONSERVER_ServerSetExitTimeout (C API 1.${SET_EXIT_TIMEOUT_MINOR}); the loaded library (${this.library.path}) implements 1.${this.library.minor}`,
+          );
+        }
+        seconds = Math.ceil(timeoutMs / 1000);
+      }
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    const wait = seconds ?? this.#exitTimeoutSeconds;
+    this.#stopping = this.#native.stop(wait).then((report) => stopReport(report, wait));
     return this.#stopping;
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
+    // The report is dropped here; stop() warns when something was left running.
     await this.stop();
   }
 

@@ -26,7 +26,7 @@ function bits16(data: ArrayBufferView): number[] {
 async function expectNothingLive(): Promise<void> {
   await vi.waitFor(async () => {
     await collectGarbage();
-    expect(liveObjects()).toEqual({ requests: 0, responses: 0, outputBuffers: 0, inputReferences: 0 });
+    expect(liveObjects()).toEqual({ requests: 0, responses: 0, outputBuffers: 0, inputReferences: 0, pending: 0 });
   });
 }
 
@@ -263,7 +263,7 @@ describe('validation before native code', () => {
     ['batch above max_batch_size', 'identity_fp32', { inputs: { INPUT0: { shape: [9, 1], data: new Float32Array(9) } } }, /batch size 9, above the model's max_batch_size 8/],
     ['BYTES element of the wrong type', 'bytes_echo', { inputs: { INPUT0: ['a', 7 as unknown as string] } }, /INPUT0.*1/],
     ['unknown output', 'add_sub', { inputs: { INPUT0: new Float32Array(4), INPUT1: new Float32Array(4) }, outputs: ['OUTPUT9'] }, /model 'add_sub' has no output 'OUTPUT9'/],
-    ['no inputs object', 'add_sub', {} as InferenceRequest, /needs an 'inputs' object/],
+    ['no inputs object', 'add_sub', {} as InferenceRequest, /request.inputs: expected an object, got undefined/],
     ['bad timeout', 'add_sub', { inputs: { INPUT0: new Float32Array(4), INPUT1: new Float32Array(4) }, timeoutMs: -1 }, /timeoutMs/],
   ];
   for (const [what, model, request, message] of cases) {

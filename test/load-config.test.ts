@@ -74,11 +74,18 @@ describe('loading with a config and files', () => {
       const response = await model.infer({ inputs: { INPUT0: { shape: [1, 2], data: new Float64Array([0.1, 0.2]) } } });
       expect(Array.from(response.outputs.OUTPUT0!.data as Float64Array)).toEqual([0.1, 0.2]);
       const batch = await rejection(model.infer({ inputs: { INPUT0: { shape: [3, 1], data: new Float64Array(3) } } }));
-      expect(batch.message).toContain("max_batch_size 2");
+      expect(batch.message).toContain('max_batch_size 2');
+      // Like Triton: a plain load of a model whose files did not change keeps the override.
+      await server.loadModel('identity_fp32');
+      expect((await model.metadata()).inputs[0]!.datatype).toBe('FP64');
     } finally {
+      // Unloading, then loading, brings back the repository's config.
+      await server.unloadModel('identity_fp32');
       await server.loadModel('identity_fp32');
     }
     expect((await model.metadata()).inputs[0]!.datatype).toBe('FP32');
+    const back = await model.infer({ inputs: { INPUT0: { shape: [1, 1], data: new Float32Array([3]) } } });
+    expect(Array.from(back.outputs.OUTPUT0!.data as Float32Array)).toEqual([3]);
   });
 
   it('rejects a config the schema can tell is wrong before sending it, naming the field', async () => {

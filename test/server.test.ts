@@ -77,31 +77,57 @@ describe('lifecycle', () => {
     await server.stop();
   }, 10_000);
 
-  it('lets requests in flight finish before stopping', async () => {
-    const server = await started({ startupModels: ['slow'] });
-    const pending = server.model('slow').infer({
-      inputs: { INPUT0: new Float32Array([4, 2]), DELAY_MS: new Uint32Array([200]) },
-    });
-    await new Promise((resolve) => setTimeout(resolve, 20));
-    await server.stop();
-    const response = await pending;
-    expect(Array.from(response.outputs.OUTPUT0!.data as Float32Array)).toEqual([4, 2]);
-  });
+  it('cancels requests in flight at stop: a model that honours cancellation ends them at once', async () => {
+    const server = await started({ startupModels: ['slow', 'identity_fp32'] });
+    const slow = rejection(
+      server.model('slow').infer({
+        inputs: { INPUT0: new Float32Array([4, 2]), DELAY_MS: new Uint32Array([20_000]) },
+      }),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const report = await server.stop();
+    expect(report).toEqual({ complete: true, requestsInside: 0, message: '' });
+    const error = await slow;
+    expect(error.code).toBe('CANCELLED');
+    expect(error.message).toMatch(/cancel/);
+  }, 15_000);
 
-  it('stops after the exit timeout even when a request outlives it, settling that request', async () => {
+  it('past the exit timeout, stop() says what is left running and deletes the server only after it returns', async () => {
     const server = await started({ startupModels: ['slow'], exitTimeoutSeconds: 1 });
-    const pending = server
-      .model('slow')
-      .infer({ inputs: { INPUT0: new Float32Array([1]), DELAY_MS: new Uint32Array([3000]) } })
-      .then(
-        () => 'resolved',
-        (error: TritonError) => error.code,
-      );
-    await new Promise((resolve) => setTimeout(resolve, 20));
-    await server.stop();
-    // Finished late, or given up on when the server was deleted: never left hanging.
-    expect(['resolved', 'UNAVAILABLE']).toContain(await pending);
-  });
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error): void => void warnings.push(warning);
+    process.on('warning', onWarning);
+    try {
+      const pending = server.model('slow').infer({
+        inputs: { INPUT0: new Float32Array([7]), DELAY_MS: new Uint32Array([2500]), IGNORE_CANCEL: new Uint8Array([1]) },
+      });
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const report = await server.stop();
+      expect(report.complete).toBe(false);
+      expect(report.requestsInside).toBe(1);
+      expect(report.message).toMatch(/1 request was still running inside Triton when the exit timeout \(1 s\) ran out/);
+      // The request is not abandoned: it completes, and only then is the server deleted.
+      const response = await pending;
+      expect(Array.from(response.outputs.OUTPUT0!.data as Float32Array)).toEqual([7]);
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(warnings.map((w) => w.message)).toContain(report.message);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  }, 15_000);
+
+  it('stop({ timeoutMs }) sets the exit timeout of that stop', async () => {
+    const server = await started({ startupModels: ['slow'], exitTimeoutSeconds: 30 });
+    const pending = server.model('slow').infer({
+      inputs: { INPUT0: new Float32Array([1]), DELAY_MS: new Uint32Array([2000]), IGNORE_CANCEL: new Uint8Array([1]) },
+    });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    // With the configured 30 s this stop would wait for the request; with 1 s it gives up first.
+    const report = await server.stop({ timeoutMs: 1000 });
+    expect(report.complete).toBe(false);
+    expect(report.requestsInside).toBe(1);
+    await pending;
+  }, 15_000);
 
   it('supports `await using`', async () => {
     let escaped: Server | undefined;
@@ -375,7 +401,7 @@ describe('model information', () => {
     const expected: Record<string, { inputs: string[]; outputs: string[]; decoupled: boolean }> = {
       add_sub: { inputs: ['INPUT0:FP32:4', 'INPUT1:FP32:4'], outputs: ['OUTPUT0:FP32:4', 'OUTPUT1:FP32:4'], decoupled: false },
       repeat_int32: { inputs: ['IN:INT32:-1', 'DELAY_MS:UINT32:1'], outputs: ['OUT:INT32:1'], decoupled: true },
-      slow: { inputs: ['INPUT0:FP32:-1', 'DELAY_MS:UINT32:1'], outputs: ['OUTPUT0:FP32:-1'], decoupled: false },
+      slow: { inputs: ['INPUT0:FP32:-1', 'DELAY_MS:UINT32:1', 'IGNORE_CANCEL:BOOL:1'], outputs: ['OUTPUT0:FP32:-1'], decoupled: false },
       fail: { inputs: ['INPUT0:FP32:-1'], outputs: ['OUTPUT0:FP32:-1'], decoupled: false },
       bytes_echo: { inputs: ['INPUT0:BYTES:-1'], outputs: ['OUTPUT0:BYTES:-1'], decoupled: false },
     };
