@@ -30,6 +30,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "server.h"
 
@@ -721,14 +722,28 @@ ServerCore::LoadVersions(const ModelInfo& info)
       continue;
     }
     std::shared_ptr<Model> m;
-    Status s = CreateModel(info, v, &m);
-    if (s.ok()) {
-      created[v] = std::move(m);
-    } else {
+    Status s;
+    // A failed load is retried model_load_retry_count times; with the count
+    // unset, without end (TRITON_FACTS.md "Load retries are unbounded
+    // unless set": ServerNew and loads never returned).
+    for (unsigned attempt = 0;; ++attempt) {
+      s = CreateModel(info, v, &m);
+      if (s.ok()) {
+        break;
+      }
       TC_LOG_ERROR(
           "model_lifecycle.cc", 654,
           "failed to load '" + name + "' version " + std::to_string(v) +
               ": " + s.AsString());
+      if (opts.model_load_retry_count_set &&
+          attempt >= opts.model_load_retry_count) {
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (s.ok()) {
+      created[v] = std::move(m);
+    } else {
       failures[v] = s;
       reason += "version " + std::to_string(v) +
                 " is at UNAVAILABLE state: " + s.AsString() + ";";

@@ -549,6 +549,7 @@ TRITONSERVER_ServerOptionsSetModelLoadRetryCount(
 {
   TC_OPTS_CHECK(options);
   options->model_load_retry_count = retry_count;
+  options->model_load_retry_count_set = true;
   return nullptr;
 }
 

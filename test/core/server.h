@@ -66,6 +66,9 @@ struct TRITONSERVER_ServerOptions {
   unsigned int exit_timeout = 30;
   unsigned int buffer_manager_thread_count = 0;
   unsigned int model_load_thread_count = 4;
+  // Unset unless the setter is called: then a failed load is retried
+  // without end, like Triton's in-process options (TRITON_FACTS.md).
+  bool model_load_retry_count_set = false;
   unsigned int model_load_retry_count = 0;
   bool model_namespacing = false;
   bool peer_access = false;
