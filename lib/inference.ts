@@ -15,6 +15,7 @@ import {
   checkPositiveNumber,
   invalidParameterError,
   isCString,
+  isObject,
 } from './check.js';
 import { TritonError } from './errors.js';
 import { pendingRequests, type NativeInputField, type NativeResponseCallback, type NativeServer } from './native.js';
@@ -171,8 +172,11 @@ export class Inference {
     this.#infoLoading.clear();
   }
 
-  async infer(model: string, version: number, request: InferenceRequest): Promise<InferenceResponse> {
+  /** `version` applies unless the request names its own `modelVersion`. */
+  async infer(model: string, defaultVersion: number, request: InferenceRequest): Promise<InferenceResponse> {
     checkRequest(request);
+    pinInputs(request.inputs);
+    const version = request.modelVersion ?? defaultVersion;
     const key = `${model}\u0000${version}`;
     const info = this.#info.get(key) ?? (await this.#modelInfo(key, model, version));
     const signal = request.signal;
@@ -234,8 +238,10 @@ export class Inference {
     });
   }
 
-  async *stream(model: string, version: number, request: InferenceRequest): AsyncGenerator<InferenceResponse> {
+  async *stream(model: string, defaultVersion: number, request: InferenceRequest): AsyncGenerator<InferenceResponse> {
     checkRequest(request);
+    pinInputs(request.inputs);
+    const version = request.modelVersion ?? defaultVersion;
     const key = `${model}\u0000${version}`;
     const info = this.#info.get(key) ?? (await this.#modelInfo(key, model, version));
     const signal = request.signal;
@@ -422,6 +428,26 @@ const MARKING_PINS: boolean = (() => {
   }
   return probe.byteLength === 8;
 })();
+
+/**
+ * Marks the inputs' buffers untransferable as soon as infer() is called:
+ * before the request starts (its model's metadata may still be on its way),
+ * a transfer would already pull the memory from under it.
+ */
+function pinInputs(inputs: Record<string, unknown>): void {
+  if (!MARKING_PINS) return;
+  for (const name in inputs) {
+    const value = inputs[name];
+    const data = ArrayBuffer.isView(value)
+      ? value
+      : isObject(value) && ArrayBuffer.isView(value.data)
+        ? value.data
+        : undefined;
+    if (data !== undefined && data.buffer instanceof ArrayBuffer && data.buffer.byteLength > 0) {
+      markAsUntransferable(data.buffer);
+    }
+  }
+}
 
 /** The view's memory, safe to hand to Triton until the request is released. */
 function pinned(name: string, view: ArrayBufferView): ArrayBufferView {

@@ -15,6 +15,7 @@
  * (protobuf's JSON prints int64 as strings) and always come out as numbers.
  */
 import { z } from 'zod';
+import { checkObject, invalidParameterError } from './check.js';
 import { TritonError } from './errors.js';
 import {
   formatPbPath,
@@ -790,6 +791,7 @@ function nameOf(input: unknown): unknown {
  *   groups list no GPUs.
  */
 export function checkModelConfig(config: ModelConfig): string[] {
+  checkObject('checkModelConfig(config)', config);
   const problems: string[] = [];
   const add = (path: string, message: string): void => {
     problems.push(`${path}: ${message}`);
@@ -1011,6 +1013,7 @@ export function parseModelConfigJson(value: unknown): ModelConfig {
  * Fields this package does not know are kept.
  */
 export function parseModelConfig(text: string): ModelConfig {
+  if (typeof text !== 'string') throw invalidParameterError('parseModelConfig(text)', 'the text of a config.pbtxt', text);
   const positions = new Map<string, PbPosition>();
   const raw = parsePbtxt(text, MODEL_CONFIG_MESSAGE, { source: 'config.pbtxt', positions });
   const parsed = modelConfigSchema.safeParse(raw, { error: issueMessage });

@@ -8,6 +8,7 @@
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { checkName, checkObject } from './check.js';
 import { TritonError } from './errors.js';
 import { formatModelConfig, validateModelConfig, type ModelConfigInput } from './model-config.js';
 
@@ -78,8 +79,12 @@ export async function writeModelRepository(
   dir: string,
   models: Record<string, ModelRepositoryEntry>,
 ): Promise<void> {
+  checkName('writeModelRepository(dir)', dir);
+  checkObject('writeModelRepository(models)', models);
   const plans = Object.entries(models).map(([key, entry]) => {
     checkModelName(key);
+    checkObject(`model ${JSON.stringify(key)}`, entry);
+    checkObject(`model ${JSON.stringify(key)}: config`, entry.config);
     const given = entry.config.name;
     if (given !== undefined && given !== key) {
       throw invalid(

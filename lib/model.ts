@@ -109,7 +109,7 @@ export class Model {
 
   /** Runs one inference; resolves with the model's single response. */
   infer(request: InferenceRequest): Promise<InferenceResponse> {
-    return this.#inference.infer(this.name, request.modelVersion ?? this.version, request);
+    return this.#inference.infer(this.name, this.version, request);
   }
 
   /**
@@ -117,6 +117,6 @@ export class Model {
    * number; others exactly one). Leaving the loop early cancels the request.
    */
   stream(request: InferenceRequest): AsyncIterable<InferenceResponse> {
-    return this.#inference.stream(this.name, request.modelVersion ?? this.version, request);
+    return this.#inference.stream(this.name, this.version, request);
   }
 }

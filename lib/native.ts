@@ -6,7 +6,10 @@ import { createRequire } from 'node:module';
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { checkName, checkOptions } from './check.js';
 import { TritonError } from './errors.js';
+
+const API_VERSION_FIELDS: ReadonlySet<string> = new Set(['libraryPath']);
 
 
 /**
@@ -148,6 +151,7 @@ export function librarySearchPaths(
   libraryPath: string | undefined,
   env: NodeJS.ProcessEnv = process.env,
 ): string[] {
+  if (libraryPath !== undefined) checkName('libraryPath', libraryPath);
   if (libraryPath) return [libraryPath];
   const paths: string[] = [];
   if (env.TRITONSERVER_LIBRARY) paths.push(env.TRITONSERVER_LIBRARY);
@@ -166,6 +170,7 @@ export function liveObjects(): LiveObjects {
 
 /** The C API version of the library that `libraryPath` (or the search) finds. */
 export async function apiVersion(options: { libraryPath?: string } = {}): Promise<{ major: number; minor: number }> {
-  const { major, minor } = await native.apiVersion(librarySearchPaths(options.libraryPath));
+  const { libraryPath } = checkOptions('apiVersion options', options, API_VERSION_FIELDS);
+  const { major, minor } = await native.apiVersion(librarySearchPaths(libraryPath as string | undefined));
   return { major, minor };
 }

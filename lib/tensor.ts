@@ -9,6 +9,7 @@
  */
 import { Buffer } from 'node:buffer';
 
+import { checkInteger, invalidParameterError } from './check.js';
 import { TritonError } from './errors.js';
 
 // ---------------------------------------------------------------------------
@@ -365,12 +366,14 @@ function decodeFloat(bits: number, expBits: number, mantBits: number): number {
  * from its exact value, which for float32 inputs is the usual float32→half.
  */
 export function float32ToFloat16Bits(x: number): number {
+  checkNumber('float32ToFloat16Bits(x)', x);
   return encodeFloat(x, 5, 10);
 }
 
 /** The value of IEEE half-precision bits (exact). */
 export function float16BitsToFloat32(bits: number): number {
-  return decodeFloat(bits & 0xffff, 5, 10);
+  checkInteger('float16BitsToFloat32(bits)', bits, 0, 0xffff);
+  return decodeFloat(bits, 5, 10);
 }
 
 /**
@@ -378,12 +381,18 @@ export function float16BitsToFloat32(bits: number): number {
  * 0x7fc0). For float32 inputs this equals rounding the float32's top half.
  */
 export function float32ToBfloat16Bits(x: number): number {
+  checkNumber('float32ToBfloat16Bits(x)', x);
   return encodeFloat(x, 8, 7);
 }
 
 /** The value of bfloat16 bits (exact). */
 export function bfloat16BitsToFloat32(bits: number): number {
-  return decodeFloat(bits & 0xffff, 8, 7);
+  checkInteger('bfloat16BitsToFloat32(bits)', bits, 0, 0xffff);
+  return decodeFloat(bits, 8, 7);
+}
+
+function checkNumber(name: string, value: unknown): void {
+  if (typeof value !== 'number') throw invalidParameterError(name, 'a number', value);
 }
 
 // ---------------------------------------------------------------------------
@@ -398,6 +407,7 @@ const UINT32_MAX = 0xffff_ffff;
  * allocation, each element written once.
  */
 export function encodeBytes(elements: readonly (string | Uint8Array)[]): Uint8Array {
+  if (!Array.isArray(elements)) throw invalidParameterError('encodeBytes(elements)', 'an array of strings or Uint8Arrays', elements);
   return serializeBytes(elements, 'BYTES data');
 }
 
@@ -486,11 +496,19 @@ function nextBytesElement(view: DataView, offset: number, index: number, label: 
 
 /**
  * Splits a wire-form BYTES buffer into its elements: views into `buffer`, no
- * copies. Throws `TritonError('INTERNAL')` if the buffer is malformed or,
+ * copies. Throws `TritonError('INVALID_ARG')` if the buffer is malformed or,
  * when `expectedCount` is given, holds a different number of elements.
  */
 export function decodeBytes(buffer: Uint8Array, expectedCount?: number): Uint8Array[] {
-  return splitBytes(buffer, expectedCount, 'decodeBytes');
+  if (!(buffer instanceof Uint8Array)) throw invalidParameterError('decodeBytes(buffer)', 'a Uint8Array', buffer);
+  if (expectedCount !== undefined) checkInteger('decodeBytes(expectedCount)', expectedCount, 0);
+  try {
+    return splitBytes(buffer, expectedCount, 'decodeBytes');
+  } catch (error) {
+    // Malformed data here is the caller's argument, not Triton's output.
+    if (error instanceof TritonError) throw new TritonError('INVALID_ARG', error.message);
+    throw error;
+  }
 }
 
 function splitBytes(buffer: Uint8Array, expected: number | undefined, label: string): Uint8Array[] {

@@ -647,9 +647,11 @@ describe('BYTES wire form', () => {
     ['too many elements', encodeBytes(['a', 'b']), 1, 'decodeBytes: BYTES data has 2 elements but the shape needs 1'],
   ];
 
-  it.each(malformed)('rejects %s as INTERNAL', (_label, buffer, count, message) => {
+  // Malformed data given to decodeBytes is the caller's argument (from
+  // Triton, the same problem is INTERNAL: outputTensor below).
+  it.each(malformed)('rejects %s as INVALID_ARG', (_label, buffer, count, message) => {
     const error = thrown(() => decodeBytes(buffer, count));
-    expect(error.code).toBe('INTERNAL');
+    expect(error.code).toBe('INVALID_ARG');
     expect(error.message).toBe(message);
   });
 
