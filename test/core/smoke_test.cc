@@ -926,7 +926,8 @@ main(int argc, char** argv)
     std::printf("index: %s\n", index.c_str());
     CHECK(index.rfind(
               "[{\"name\":\"add_sub\",\"version\":\"1\",\"state\":\"UNAVAILABLE\","
-              "\"reason\":\"unloaded\"},{\"name\":\"bytes_echo\"},",
+              "\"reason\":\"unloaded\"},{\"name\":\"add_sub_chain\"},"
+              "{\"name\":\"bytes_echo\"},",
               0) == 0);
   }
 
