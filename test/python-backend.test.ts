@@ -107,7 +107,7 @@ class TritonPythonModel:
     const model = await loadPython('py_raise', source, [fp32('X')], [fp32('Y')]);
     const error = await rejection(model.infer({ inputs: { X: new Float32Array([1]) } }));
     expect(error.code).toBe('INTERNAL');
-    expect(error.message).toContain("Failed to process the request(s) for model instance 'py_raise_0_0'");
+    expect(error.message).toContain("Failed to process the request(s) for model 'py_raise_0_0', message: ");
     expect(error.message).toContain('ValueError: bad value 42');
     // The model stays loaded and usable.
     expect(await model.ready()).toBe(true);
@@ -267,8 +267,11 @@ class TritonPythonModel:
       await writeFile(join(dir, 'release'), '');
       const batches = await Promise.all([first, ...rest]);
       expect(batches.map((r) => (r.outputs.BATCH!.data as Int32Array)[0])).toEqual([1, 3, 3, 3]);
-      const [stats] = await model.statistics();
-      expect(stats).toMatchObject({ inference_count: 4, execution_count: 2 });
+      // Triton records an execution's statistics just after its responses.
+      await vi.waitFor(async () => {
+        const [stats] = await model.statistics();
+        expect(stats).toMatchObject({ inference_count: 4, execution_count: 2 });
+      });
     } finally {
       await rm(dir, { recursive: true, force: true });
       await server.unloadModel('py_batch');
@@ -293,48 +296,6 @@ class TritonPythonModel:
   });
 });
 
-describe('auto_complete_config', () => {
-  it('lets model.py fill in its configuration when strictModelConfig is false', async () => {
-    const loose = await startServer({ strictModelConfig: false });
-    try {
-      const source = `
-import numpy as np
-import triton_python_backend_utils as pb_utils
-
-class TritonPythonModel:
-    @staticmethod
-    def auto_complete_config(auto_complete_model_config):
-        auto_complete_model_config.add_input({"name": "IN", "data_type": "TYPE_INT32", "dims": [2]})
-        auto_complete_model_config.add_output({"name": "OUT", "data_type": "TYPE_INT32", "dims": [2]})
-        auto_complete_model_config.set_max_batch_size(4)
-        auto_complete_model_config.set_dynamic_batching()
-        return auto_complete_model_config
-
-    def execute(self, requests):
-        responses = []
-        for request in requests:
-            x = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
-            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", (x * x).astype(np.int32))]))
-        return responses
-`;
-      const model = await loose.loadModel('py_auto', {
-        config: { name: 'py_auto', backend: 'python' } as ModelConfigInput,
-        files: { '1/model.py': source },
-      });
-      const metadata = await model.metadata();
-      expect(metadata.inputs).toEqual([{ name: 'IN', datatype: 'INT32', shape: [-1, 2] }]);
-      expect(metadata.outputs).toEqual([{ name: 'OUT', datatype: 'INT32', shape: [-1, 2] }]);
-      const config = await model.config();
-      expect(config.max_batch_size).toBe(4);
-      expect(config.dynamic_batching?.preferred_batch_size).toEqual([4]);
-      const response = await model.infer({ inputs: { IN: { shape: [1, 2], data: new Int32Array([3, -4]) } } });
-      expect(Array.from(response.outputs.OUT!.data as Int32Array)).toEqual([9, 16]);
-    } finally {
-      await loose.stop();
-    }
-  });
-});
-
 describe('ensembles', () => {
   it('runs add_sub_chain step by step, each step counting as an add_sub request', async () => {
     const addSub = await server.loadModel('add_sub');
@@ -346,10 +307,12 @@ describe('ensembles', () => {
     // (a + b) + (a - b) = 2a and (a + b) - (a - b) = 2b.
     expect(Array.from(response.outputs.OUTPUT0!.data as Float32Array)).toEqual([2, 4, 6, 8]);
     expect(Array.from(response.outputs.OUTPUT1!.data as Float32Array)).toEqual([20, 40, 60, 80]);
-    const [after] = await addSub.statistics();
-    expect(after!.inference_count - before!.inference_count).toBe(2);
-    const [chainStats] = await chain.statistics();
-    expect(chainStats).toMatchObject({ name: 'add_sub_chain', inference_count: 1 });
+    await vi.waitFor(async () => {
+      const [after] = await addSub.statistics();
+      expect(after!.inference_count - before!.inference_count).toBe(2);
+      const [chainStats] = await chain.statistics();
+      expect(chainStats).toMatchObject({ name: 'add_sub_chain', inference_count: 1 });
+    });
     expect((await chain.metadata()).platform).toBe('ensemble');
   });
 
@@ -392,5 +355,50 @@ describe('ensembles', () => {
     expect(error.code).toBe('INTERNAL');
     expect(error.message).toContain('fail model always fails');
     await server.unloadModel('failing_chain');
+  });
+});
+
+// Last: on real Triton, deleting a second server in the process destroys the
+// process-wide pinned memory manager, after which the first server's
+// ensembles fail to allocate their intermediate tensors.
+describe('auto_complete_config', () => {
+  it('lets model.py fill in its configuration when strictModelConfig is false', async () => {
+    const loose = await startServer({ strictModelConfig: false });
+    try {
+      const source = `
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    @staticmethod
+    def auto_complete_config(auto_complete_model_config):
+        auto_complete_model_config.add_input({"name": "IN", "data_type": "TYPE_INT32", "dims": [2]})
+        auto_complete_model_config.add_output({"name": "OUT", "data_type": "TYPE_INT32", "dims": [2]})
+        auto_complete_model_config.set_max_batch_size(4)
+        auto_complete_model_config.set_dynamic_batching()
+        return auto_complete_model_config
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", (x * x).astype(np.int32))]))
+        return responses
+`;
+      const model = await loose.loadModel('py_auto', {
+        config: { name: 'py_auto', backend: 'python' } as ModelConfigInput,
+        files: { '1/model.py': source },
+      });
+      const metadata = await model.metadata();
+      expect(metadata.inputs).toEqual([{ name: 'IN', datatype: 'INT32', shape: [-1, 2] }]);
+      expect(metadata.outputs).toEqual([{ name: 'OUT', datatype: 'INT32', shape: [-1, 2] }]);
+      const config = await model.config();
+      expect(config.max_batch_size).toBe(4);
+      expect(config.dynamic_batching?.preferred_batch_size).toEqual([4]);
+      const response = await model.infer({ inputs: { IN: { shape: [1, 2], data: new Int32Array([3, -4]) } } });
+      expect(Array.from(response.outputs.OUT!.data as Int32Array)).toEqual([9, 16]);
+    } finally {
+      await loose.stop();
+    }
   });
 });

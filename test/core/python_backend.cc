@@ -515,7 +515,7 @@ class PythonBackend : public Backend {
       }
     }
     Release(idx);
-    const std::string prefix = "Failed to process the request(s) for model instance '" +
+    const std::string prefix = "Failed to process the request(s) for model '" +
                                instance_names_[idx] + "', message: ";
     for (size_t i = 0; i < batch.size(); ++i) {
       ExecContext* c = batch[i];
