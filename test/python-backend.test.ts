@@ -7,9 +7,10 @@ import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Worker } from 'node:worker_threads';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Server, type ModelConfigInput } from '../lib/index.js';
-import { rejection, startServer } from './helpers.js';
+import { MODELS, rejection, startServer } from './helpers.js';
 
 let server: Server;
 
@@ -361,6 +362,36 @@ describe('ensembles', () => {
 // Last: on real Triton, deleting a second server in the process destroys the
 // process-wide pinned memory manager, after which the first server's
 // ensembles fail to allocate their intermediate tensors.
+describe('several servers', () => {
+  it('run model.py at once in two servers and a worker thread; each stops on its own', async () => {
+    const other = await startServer();
+    const worker = new Worker(join(import.meta.dirname, 'fixtures/run-ts.mjs'), {
+      workerData: { module: join(import.meta.dirname, 'fixtures/worker-python.ts'), modelRepository: MODELS },
+    });
+    const fromWorker = new Promise<{ sums: number[] }>((resolveMessage, reject) => {
+      worker.once('message', resolveMessage);
+      worker.once('error', reject);
+    });
+    try {
+      const mine = await server.loadModel('add_sub');
+      const theirs = await other.loadModel('add_sub');
+      const sum = async (model: typeof mine, i: number) => {
+        const response = await model.infer({ inputs: { INPUT0: new Float32Array([i, 1, 2, 3]), INPUT1: new Float32Array([i, 1, 1, 1]) } });
+        return Array.from(response.outputs.OUTPUT0!.data as Float32Array);
+      };
+      const results = await Promise.all(Array.from({ length: 10 }, (_, i) => [sum(mine, i), sum(theirs, i)]).flat());
+      expect(results).toEqual(Array.from({ length: 10 }, (_, i) => [[2 * i, 2, 3, 4], [2 * i, 2, 3, 4]]).flat());
+      expect((await fromWorker).sums).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
+      expect(await new Promise((resolveExit) => worker.once('exit', resolveExit))).toBe(0);
+      await other.stop();
+      expect(await sum(mine, 5)).toEqual([10, 2, 3, 4]);
+    } finally {
+      await worker.terminate();
+      await other.stop();
+    }
+  });
+});
+
 describe('auto_complete_config', () => {
   it('lets model.py fill in its configuration when strictModelConfig is false', async () => {
     const loose = await startServer({ strictModelConfig: false });
