@@ -298,6 +298,16 @@ class TritonPythonModel:
 });
 
 describe('ensembles', () => {
+  it('loading an ensemble loads the models of its steps', async () => {
+    await server.unloadModel('add_sub');
+    expect(await server.model('add_sub').ready()).toBe(false);
+    const chain = await server.loadModel('add_sub_chain');
+    expect(await server.model('add_sub').ready()).toBe(true);
+    const response = await chain.infer({ inputs: { INPUT0: new Float32Array([1, 1, 1, 1]), INPUT1: new Float32Array([0, 1, 2, 3]) } });
+    expect(Array.from(response.outputs.OUTPUT1!.data as Float32Array)).toEqual([0, 2, 4, 6]);
+    await server.unloadModel('add_sub_chain');
+  });
+
   it('runs add_sub_chain step by step, each step counting as an add_sub request', async () => {
     const addSub = await server.loadModel('add_sub');
     const chain = await server.loadModel('add_sub_chain');

@@ -303,6 +303,10 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
       const std::string& name,
       const std::vector<const TRITONSERVER_Parameter*>& params,
       PollResult* r);
+  Status LoadModelLocked(
+      const std::string& name,
+      const std::vector<const TRITONSERVER_Parameter*>& params,
+      std::set<std::string>* loading);  // load_mu_ held
   Status InitializeModelInfo(
       const std::string& name, const std::string& path,
       const std::vector<const TRITONSERVER_Parameter*>& params,
