@@ -4,7 +4,7 @@
  * from memory, plus the add_sub_chain ensemble of test/models.
  */
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
@@ -440,6 +440,38 @@ class TritonPythonModel:
       expect(Array.from(response.outputs.OUT!.data as Int32Array)).toEqual([9, 16]);
     } finally {
       await loose.stop();
+    }
+  });
+});
+
+describe('pb_utils.Logger', () => {
+  it("writes a model's log records into the server log", async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'py-log-'));
+    const file = join(dir, 'triton.log');
+    const logged = await startServer({ log: { file, info: true, warn: true } });
+    try {
+      const source = `
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        pb_utils.Logger.log_info("py_logger info record")
+        pb_utils.Logger.log_warn("py_logger warning record")
+        return [pb_utils.InferenceResponse([pb_utils.get_input_tensor_by_name(r, "X")]) for r in requests]
+`;
+      const model = await logged.loadModel('py_logger', {
+        config: pythonConfig('py_logger', [fp32('X')], [fp32('X')]),
+        files: { '1/model.py': source },
+      });
+      await model.infer({ inputs: { X: new Float32Array([1]) } });
+      await vi.waitFor(async () => {
+        const text = await readFile(file, 'utf8');
+        expect(text).toMatch(/^I.*py_logger info record/m);
+        expect(text).toMatch(/^W.*py_logger warning record/m);
+      });
+    } finally {
+      await logged.stop();
+      await rm(dir, { recursive: true, force: true });
     }
   });
 });
