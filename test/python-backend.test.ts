@@ -173,6 +173,48 @@ class TritonPythonModel:
     await server.unloadModel('py_stream');
   });
 
+  it('a decoupled model may answer from its own thread after execute() returned', async () => {
+    const source = `
+import threading
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.threads = []
+
+    def execute(self, requests):
+        for request in requests:
+            count = int(pb_utils.get_input_tensor_by_name(request, "COUNT").as_numpy()[0])
+            thread = threading.Thread(target=self.answer, args=(request.get_response_sender(), count))
+            thread.start()
+            self.threads.append(thread)
+        return None
+
+    def answer(self, sender, count):
+        for i in range(count):
+            out = pb_utils.Tensor("OUT", np.array([i + 100], dtype=np.int32))
+            sender.send(pb_utils.InferenceResponse(output_tensors=[out]))
+        sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+
+    def finalize(self):
+        for thread in self.threads:
+            thread.join()
+`;
+    const model = await loadPython('py_threaded', source, [int32('COUNT')], [int32('OUT')], {
+      model_transaction_policy: { decoupled: true },
+    });
+    const streams = [3, 1, 4].map(async (count) => {
+      const values: number[] = [];
+      for await (const response of model.stream({ inputs: { COUNT: new Int32Array([count]) } })) {
+        values.push((response.outputs.OUT!.data as Int32Array)[0]!);
+      }
+      return values;
+    });
+    expect(await Promise.all(streams)).toEqual([[100, 101, 102], [100], [100, 101, 102, 103]]);
+    await server.unloadModel('py_threaded');
+  });
+
   it('request.is_cancelled() turns true when the client cancels', async () => {
     // MODE 0: send "started", then wait (up to 20 s) for the cancellation and
     // count it. MODE 1: report how many cancellations the model saw.

@@ -411,7 +411,7 @@ struct TRITONSERVER_InferenceResponse {
 namespace tc {
 
 // What a worker gives a native model while it runs one request.
-class ExecContext {
+class ExecContext : public std::enable_shared_from_this<ExecContext> {
  public:
   const ExecInput* Input(const std::string& name) const;
   bool IsCancelled() const { return shared->cancelled.load(); }
@@ -442,6 +442,12 @@ class ExecContext {
   void* alloc_userp = nullptr;
   TRITONSERVER_InferenceResponseCompleteFn_t response_fn = nullptr;
   void* response_userp = nullptr;
+  // Set (before Execute returns) by a decoupled backend that keeps sending
+  // this request's responses afterwards from a thread of its own (holding a
+  // shared_ptr to the context): the worker then leaves the FINAL flag to it
+  // and counts the request with detached_any_error.
+  bool detached = false;
+  bool detached_any_error = false;
   // Outcome for statistics.
   size_t responses_sent = 0;
   bool final_sent = false;
