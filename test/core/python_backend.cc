@@ -503,13 +503,22 @@ class PythonBackend : public Backend {
         h->shared = c->shared;
         h->decoupled = decoupled_;
         handles.push_back(h);
-        PyList_SET_ITEM(
-            requests.get(), static_cast<Py_ssize_t>(i), RequestTuple(c, h));
+        PyObject* tuple = RequestTuple(c, h);
+        if (tuple == nullptr) {  // e.g. a BYTES parameter that is not UTF-8
+          failure = "cannot pass the request to Python: " + TakePythonError();
+          Py_INCREF(Py_None);
+          tuple = Py_None;
+        }
+        PyList_SET_ITEM(requests.get(), static_cast<Py_ssize_t>(i), tuple);
       }
-      PyObject* result = PyObject_CallFunction(
-          rt.execute, "OsOi", PyList_GET_ITEM(instances_, idx), name_.c_str(),
-          requests.get(), decoupled_ ? 1 : 0);
-      Ref value(RunnerResult(result, &failure));
+      Ref value(
+          failure.empty()
+              ? RunnerResult(
+                    PyObject_CallFunction(
+                        rt.execute, "OsOi", PyList_GET_ITEM(instances_, idx),
+                        name_.c_str(), requests.get(), decoupled_ ? 1 : 0),
+                    &failure)
+              : nullptr);
       for (auto& h : handles) {
         std::lock_guard<std::mutex> lk(h->mu);
         ExecContext* c = h->ctx;
