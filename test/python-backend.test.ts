@@ -7,10 +7,14 @@ import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { Worker } from 'node:worker_threads';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Server, type ModelConfigInput } from '../lib/index.js';
-import { MODELS, rejection, startServer } from './helpers.js';
+import { MODELS, REPO_ROOT, rejection, startServer } from './helpers.js';
+
+const run = promisify(execFile);
 
 let server: Server;
 
@@ -415,6 +419,14 @@ describe('ensembles', () => {
 // process-wide pinned memory manager, after which the first server's
 // ensembles fail to allocate their intermediate tensors.
 describe('several servers', () => {
+  it('a process that ran Python models exits by itself without stop()', async () => {
+    const { stdout } = await run(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'fixtures/exit-python.ts'), MODELS], {
+      cwd: REPO_ROOT,
+      timeout: 60_000,
+    });
+    expect(stdout.trim()).toBe('2,3,4,5 7,8');
+  });
+
   it('run model.py at once in two servers and a worker thread; each stops on its own', async () => {
     const other = await startServer();
     const worker = new Worker(join(import.meta.dirname, 'fixtures/run-ts.mjs'), {
