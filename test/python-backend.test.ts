@@ -72,6 +72,7 @@ class TritonPythonModel:
                 "parameters": json.loads(request.parameters()),
                 "requested": sorted(request.requested_output_names()),
                 "input_names": [t.name() for t in request.inputs()],
+                "correlation_id": request.correlation_id(),
             }
             y = pb_utils.Tensor("Y", (x * 3).astype(np.float32))
             text = pb_utils.Tensor("INFO", np.array([json.dumps(info).encode()], dtype=np.object_))
@@ -100,6 +101,11 @@ class TritonPythonModel:
     expect(info.parameters).toEqual({ alpha: 'a', n: 3, on: true });
     expect(info.requested).toEqual(['INFO', 'Y']);
     expect(info.input_names).toEqual(['X']);
+    expect(info.correlation_id).toBe(0);
+    const withSequence = await model.infer({ inputs: { X: new Float32Array([1]) }, sequence: { id: 42 } });
+    expect(JSON.parse(decoder.decode((withSequence.outputs.INFO!.data as Uint8Array[])[0])).correlation_id).toBe(42);
+    const withStringSequence = await model.infer({ inputs: { X: new Float32Array([1]) }, sequence: { id: 'session-9' } });
+    expect(JSON.parse(decoder.decode((withStringSequence.outputs.INFO!.data as Uint8Array[])[0])).correlation_id).toBe('session-9');
     await server.unloadModel('py_args');
   });
 
