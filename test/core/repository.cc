@@ -564,20 +564,37 @@ ServerCore::CreateModel(
     const ModelInfo& info, int64_t version, std::shared_ptr<Model>* out)
 {
   PMsg config = info.config;
-  if (config.Str("backend").empty()) {
-    if (config.Str("platform") == "ensemble") {
-      return Err(
-          TRITONSERVER_ERROR_UNSUPPORTED,
-          "test core: ensemble models are not supported");
-    }
+  const bool ensemble = config.Str("platform") == "ensemble";
+  if (config.Str("backend").empty() && !ensemble) {
     return Err(
         TRITONSERVER_ERROR_INVALID_ARG,
         "must specify 'backend' for '" + config.Str("name") + "'");
   }
-  TC_RETURN_IF_ERROR(NormalizeAndValidateInstanceGroups(&config));
-  ModelSpec spec = SpecFromConfig(config);
+  if (!opts.strict_model_config && config.Str("backend") == "python") {
+    // The python backend lets the model complete its own configuration.
+    TC_RETURN_IF_ERROR(PythonAutoCompleteConfig(info.path, version, &config));
+    TC_RETURN_IF_ERROR(NormalizeConfig(info.name, info.path, &config));
+    TC_RETURN_IF_ERROR(ValidateConfig(config));
+    TC_RETURN_IF_ERROR(ValidateIOConfig(config));
+  }
+  ModelSpec spec;
+  if (ensemble) {
+    // Ensembles have no instances of their own; a few scheduler threads let
+    // several ensemble requests be in flight at once.
+    spec = SpecFromConfig(config);
+    spec.instance_count = 4;
+  } else {
+    TC_RETURN_IF_ERROR(NormalizeAndValidateInstanceGroups(&config));
+    spec = SpecFromConfig(config);
+  }
   std::unique_ptr<Backend> backend;
-  TC_RETURN_IF_ERROR(CreateBackend(spec, &backend));
+  BackendArgs args;
+  args.spec = &spec;
+  args.config = &config;
+  args.model_path = info.path;
+  args.version = version;
+  args.server = shared_from_this();
+  TC_RETURN_IF_ERROR(CreateBackend(args, &backend));
   std::unique_ptr<StubProcesses> stubs;
   if (spec.backend == "python") {
     TC_RETURN_IF_ERROR(
@@ -900,6 +917,17 @@ ServerCore::LoadModel(
   }
   std::lock_guard<std::mutex> op(load_mu_);
   ReapThreads();
+  std::set<std::string> loading;
+  return LoadModelLocked(name, params, &loading);
+}
+
+Status
+ServerCore::LoadModelLocked(
+    const std::string& name,
+    const std::vector<const TRITONSERVER_Parameter*>& params,
+    std::set<std::string>* loading)
+{
+  loading->insert(name);
   PollResult r;
   PollOne(name, params, &r);
   if (!r.all_polled) {
@@ -908,6 +936,21 @@ ServerCore::LoadModel(
         "failed to load '" + name + "', failed to poll from model repository");
   }
   ModelInfo info = r.ok[name];
+  // Like Triton, loading an ensemble loads the models of its steps first.
+  if (const PMsg* es = info.config.Msg("ensemble_scheduling")) {
+    for (const PMsg& step : es->Msgs("step")) {
+      const std::string dep = step.Str("model_name");
+      if (dep.empty() || loading->count(dep) != 0 || !ReadyVersions(dep).empty()) {
+        continue;
+      }
+      Status s = LoadModelLocked(dep, {}, loading);
+      if (!s.ok()) {
+        return Err(
+            s.code(), "load failed for model '" + name + "': ensemble step model '" +
+                          dep + "' did not load: " + s.msg());
+      }
+    }
+  }
   bool needs_load = true;
   {
     std::lock_guard<std::mutex> lk(mu);

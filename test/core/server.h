@@ -157,12 +157,31 @@ class ExecContext;
 class Backend {
  public:
   virtual ~Backend() = default;
-  // Runs one request. Must send exactly the responses the model makes:
-  // one FINAL response for a non-decoupled model; any number of responses
-  // then a FINAL flag for a decoupled one.
-  virtual void Execute(ExecContext* ctx) = 0;
+  // Runs the batch of requests the scheduler formed (one execution, as a
+  // Triton backend's ModelInstanceExecute). Must send exactly the responses
+  // the model makes for each request: one FINAL response for a
+  // non-decoupled model; any number of responses then a FINAL flag for a
+  // decoupled one.
+  virtual void Execute(const std::vector<ExecContext*>& batch) = 0;
 };
-Status CreateBackend(const ModelSpec& spec, std::unique_ptr<Backend>* out);
+// What a backend is created from (TRITONBACKEND_ModelInitialize's view).
+struct BackendArgs {
+  const ModelSpec* spec = nullptr;
+  const PMsg* config = nullptr;  // normalized configuration
+  std::string model_path;        // the model's directory
+  int64_t version = 0;
+  std::weak_ptr<ServerCore> server;  // ensembles send requests through it
+};
+Status CreateBackend(const BackendArgs& args, std::unique_ptr<Backend>* out);
+// The python backend (python_backend.cc): runs <version>/model.py in the
+// embedded CPython.
+Status CreatePythonBackend(const BackendArgs& args, std::unique_ptr<Backend>* out);
+// Calls TritonPythonModel.auto_complete_config when the model has one
+// (auto-complete on, i.e. strict_model_config false) and applies its changes.
+Status PythonAutoCompleteConfig(
+    const std::string& model_path, int64_t version, PMsg* config);
+// Ensembles (ensemble.cc): steps scheduled by input_map/output_map.
+Status CreateEnsembleBackend(const BackendArgs& args, std::unique_ptr<Backend>* out);
 
 // ---- scheduling ----
 struct Job {
@@ -292,6 +311,10 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
       const std::string& name,
       const std::vector<const TRITONSERVER_Parameter*>& params,
       PollResult* r);
+  Status LoadModelLocked(
+      const std::string& name,
+      const std::vector<const TRITONSERVER_Parameter*>& params,
+      std::set<std::string>* loading);  // load_mu_ held
   Status InitializeModelInfo(
       const std::string& name, const std::string& path,
       const std::vector<const TRITONSERVER_Parameter*>& params,
@@ -402,7 +425,7 @@ struct TRITONSERVER_InferenceResponse {
 namespace tc {
 
 // What a worker gives a native model while it runs one request.
-class ExecContext {
+class ExecContext : public std::enable_shared_from_this<ExecContext> {
  public:
   const ExecInput* Input(const std::string& name) const;
   bool IsCancelled() const { return shared->cancelled.load(); }
@@ -421,10 +444,24 @@ class ExecContext {
   std::vector<std::vector<char>> owned;  // copies of input data
   std::vector<std::string> outputs_to_send;
   std::string id;
+  // What the python backend's InferenceRequest reports.
+  std::string parameters_json = "{}";  // request parameters as a JSON object
+  bool corr_is_string = false;
+  uint64_t corr_u = 0;
+  std::string corr_s;
+  uint32_t flags = 0;
+  uint64_t timeout_us = 0;
+  int64_t batch_size = 0;
   const TRITONSERVER_ResponseAllocator* allocator = nullptr;
   void* alloc_userp = nullptr;
   TRITONSERVER_InferenceResponseCompleteFn_t response_fn = nullptr;
   void* response_userp = nullptr;
+  // Set (before Execute returns) by a decoupled backend that keeps sending
+  // this request's responses afterwards from a thread of its own (holding a
+  // shared_ptr to the context): the worker then leaves the FINAL flag to it
+  // and counts the request with detached_any_error.
+  bool detached = false;
+  bool detached_any_error = false;
   // Outcome for statistics.
   size_t responses_sent = 0;
   bool final_sent = false;

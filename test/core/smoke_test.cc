@@ -589,7 +589,7 @@ WriteText(const std::string& path, const std::string& text)
   }
 }
 
-// POLL mode: every model loads at start, the python stand-ins work, and a
+// POLL mode: every model loads at start, the python models' model.py run, and a
 // poll picks up added, removed and changed models.
 void
 TestPollMode(const char* models)
@@ -605,10 +605,22 @@ TestPollMode(const char* models)
   CHECK_OK(api.ServerIsReady(server, &ready));
   CHECK(ready);
 
-  {  // slow model, cancelled while sleeping
+  {  // slow model, cancelled while sleeping (model.py answers "request
+     // cancelled"), or, on a busy machine, still queued (empty message)
     Inbox inbox;
     auto events = RunSimple(server, "slow", 5000, 30, &inbox);
-    ExpectResponseError(events, TRITONSERVER_ERROR_CANCELLED, "request cancelled", __LINE__);
+    CHECK(events.size() == 2 && events[0].response != nullptr);
+    if (events.size() == 2 && events[0].response != nullptr) {
+      TRITONSERVER_Error* e = api.InferenceResponseError(events[0].response);
+      CHECK(e != nullptr);
+      if (e != nullptr) {
+        const std::string msg = api.ErrorMessage(e);
+        CHECK(api.ErrorCode(e) == TRITONSERVER_ERROR_CANCELLED);
+        CHECK(msg == "request cancelled" || msg.empty());
+        api.ErrorDelete(e);
+      }
+      CHECK_OK(api.InferenceResponseDelete(events[0].response));
+    }
   }
   {  // slow model, short delay
     Inbox inbox;
@@ -817,8 +829,15 @@ TestTwoServersAndConcurrency(const char* models)
   CHECK(ok.load() == 200);
   TRITONSERVER_Message* msg = nullptr;
   CHECK_OK(api.ServerModelStatistics(b, "identity_int32", 1, &msg));
-  CHECK(MessageJson(msg).find("\"inference_count\":200,\"execution_count\":200") !=
-        std::string::npos);
+  // Requests waiting together may run as one execution (dynamic batching).
+  const std::string stats = MessageJson(msg);
+  const std::string key = "\"inference_count\":200,\"execution_count\":";
+  const size_t at = stats.find(key);
+  CHECK(at != std::string::npos);
+  if (at != std::string::npos) {
+    const long executions = std::atol(stats.c_str() + at + key.size());
+    CHECK(executions >= 1 && executions <= 200);
+  }
   CHECK_OK(api.ServerDelete(a));
   CHECK_OK(api.ServerDelete(b));
 }
@@ -919,7 +938,8 @@ main(int argc, char** argv)
     std::printf("index: %s\n", index.c_str());
     CHECK(index.rfind(
               "[{\"name\":\"add_sub\",\"version\":\"1\",\"state\":\"UNAVAILABLE\","
-              "\"reason\":\"unloaded\"},{\"name\":\"bytes_echo\"},",
+              "\"reason\":\"unloaded\"},{\"name\":\"add_sub_chain\"},"
+              "{\"name\":\"bytes_echo\"},",
               0) == 0);
   }
 

@@ -83,6 +83,7 @@ StubProcesses::Start(
 std::string
 StubProcesses::Unhealthy()
 {
+  std::lock_guard<std::mutex> lk(mu_);
   for (Stub& stub : stubs_) {
     if (!stub.dead) {
       int status = 0;

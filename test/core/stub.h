@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,7 @@ class StubProcesses {
     int stdin_fd = -1;
     bool dead = false;
   };
+  std::mutex mu_;  // instances check health from their own threads
   std::vector<Stub> stubs_;
 };
 
