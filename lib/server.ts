@@ -10,8 +10,9 @@ import { Inference, type InferenceRequest, type InferenceResponse } from './infe
 import { Model, type ModelVersion } from './model.js';
 import { validateModelConfig, type ModelConfigInput } from './model-config.js';
 import {
-  librarySearchPaths,
+  findLibrary,
   native,
+  pytritonBackendDirectory,
   type LibraryInfo,
   type NativeServer,
 } from './native.js';
@@ -61,10 +62,11 @@ const UNLOAD_POLL_MS = 5;
  * `<root>/backends` for a library at `<root>/lib/libtritonserver.so` when that
  * directory exists: a Triton install keeps its backends beside its library,
  * wherever it was installed (Triton's own default is /opt/tritonserver/backends).
+ * A library from PyTriton's wheel gets the wheel's backends.
  */
 export function backendDirectoryBeside(libraryPath: string): string | undefined {
   const libDir = dirname(libraryPath);
-  if (basename(libDir) !== 'lib') return undefined;
+  if (basename(libDir) !== 'lib') return pytritonBackendDirectory(libraryPath);
   const backends = join(dirname(libDir), 'backends');
   return existsSync(backends) ? backends : undefined;
 }
@@ -82,14 +84,16 @@ export class Server implements AsyncDisposable {
   /**
    * Starts a server. Options are validated before anything native runs;
    * the library is found as described in the README (libraryPath,
-   * TRITONSERVER_LIBRARY, TRITON_HOME, /opt/tritonserver, loader path).
+   * TRITONSERVER_LIBRARY, TRITON_HOME, /opt/tritonserver, loader path,
+   * PyTriton's wheel).
    */
   static async start(options: ServerOptions): Promise<Server> {
     const resolved = parseServerOptions(options);
-    const candidates = librarySearchPaths(resolved.libraryPath);
+    const library = await findLibrary(resolved.libraryPath);
+    const candidates = [library.path];
     const calls = serverOptionCalls(resolved);
     if (resolved.backendDirectory === undefined) {
-      const backends = backendDirectoryBeside((await native.apiVersion(candidates)).path);
+      const backends = backendDirectoryBeside(library.path);
       if (backends !== undefined) calls.push(['ServerOptionsSetBackendDirectory', backends]);
     }
     const inference = new Inference();
