@@ -99,6 +99,9 @@ export interface NativeAddon {
     copyOutputs: boolean,
   ): Promise<NativeServer>;
   liveObjects(): LiveObjects;
+  /** null when the dynamic loader opens `path` (RTLD_NOW), else its reason. */
+  probeLibrary(path: string): string | null;
+  externalBuffersAllowed(): boolean;
 }
 
 function packageRoot(): string {

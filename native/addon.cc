@@ -3,6 +3,7 @@
 
 #include "blocking.h"
 #include "inference.h"
+#include "probe.h"
 #include "server.h"
 
 namespace tsn {
@@ -40,6 +41,7 @@ Addon::Addon(Napi::Env env, Napi::Object exports) {
                   InstanceMethod<&Addon::StartServer>("startServer"),
                   InstanceMethod<&Addon::LiveObjects>("liveObjects"),
               });
+  DefineProbes(env, exports);
 }
 
 Napi::Value Addon::SetErrorClass(const Napi::CallbackInfo& info) {
