@@ -117,7 +117,19 @@ function packageRoot(): string {
 function loadAddon(): NativeAddon {
   const require = createRequire(import.meta.url);
   const load = require('node-gyp-build') as (dir: string) => NativeAddon;
-  const addon = load(packageRoot());
+  let addon: NativeAddon;
+  try {
+    addon = load(packageRoot());
+  } catch (error) {
+    // No prebuild for this platform and no local build: npm 11 skips a
+    // dependency's install script (the fallback compile) until approved.
+    throw new Error(
+      `tritonserver-node: the native addon could not be loaded (${process.platform}-${process.arch}): ${(error as Error).message}\n` +
+        'Prebuilds ship for linux-x64. Elsewhere the addon is compiled at install time, which needs g++, make and python3 ' +
+        'and an approved install script: `npm install-scripts approve tritonserver-node && npm rebuild tritonserver-node`.',
+      { cause: error },
+    );
+  }
   addon.setErrorClass(TritonError);
   return addon;
 }
