@@ -62,6 +62,7 @@ beforeAll(async () => {
   await model('needs_missing_backend', IDENTITY_CONFIG('needs_missing_backend', 'no_such_backend'));
   await model('no_config', undefined);
   await cp(join(MODELS, 'add_sub'), join(repository, 'add_sub'), { recursive: true });
+  await model('on_gpu', `${IDENTITY_CONFIG('on_gpu')}instance_group [ { kind: KIND_GPU count: 1 } ]\n`);
 });
 
 afterAll(async () => {
@@ -134,7 +135,10 @@ describe('doctor', () => {
   });
 
   it("checks every model's config and the backend it needs", async () => {
-    const report = await doctor({ modelRepository: repository, backendDirectory: backends });
+    // No nvidia-smi on this PATH (and no python3): no CUDA device is visible.
+    const env = { ...process.env, PATH: join(root, 'no-bin') };
+    const report = await doctor({ modelRepository: repository, backendDirectory: backends, env });
+    expect(report.cuda).toEqual({ devices: [], note: 'nvidia-smi not found' });
     // Broken models do not keep a server from starting.
     expect(report.ok).toBe(true);
     const models = Object.fromEntries((report.modelRepository?.models ?? []).map((m) => [m.name, m]));
@@ -145,6 +149,7 @@ describe('doctor', () => {
       'needs_missing_backend',
       'no_config',
       'no_version',
+      'on_gpu',
       'other_name',
       'syntax',
     ]);
@@ -168,6 +173,7 @@ describe('doctor', () => {
       "config.pbtxt names the model 'not_other_name', its directory is 'other_name'",
     ]);
     expect(models.no_config?.problems[0]).toMatch(/^no config\.pbtxt/);
+    expect(models.on_gpu?.problems).toEqual(['instance_group[0] has kind KIND_GPU, but no CUDA device is visible']);
     expect(report.problems).toContain(`model 'needs_missing_backend': backend 'no_such_backend' not found in ${backends}`);
   });
 });

@@ -193,7 +193,7 @@ function neededBackend(config: { backend?: string; platform?: string }, modelDir
   return undefined;
 }
 
-function checkModel(repository: string, name: string, backends: string): ModelReport {
+function checkModel(repository: string, name: string, backends: string, gpus: number): ModelReport {
   const modelDir = join(repository, name);
   const problems: string[] = [];
   if (versionDirectories(modelDir).length === 0) problems.push('no version directory (e.g. 1/)');
@@ -217,6 +217,12 @@ function checkModel(repository: string, name: string, backends: string): ModelRe
     return { name, problems };
   }
   if (config.name !== name) problems.push(`config.pbtxt names the model '${config.name}', its directory is '${name}'`);
+  // Triton refuses such a model on a server without GPUs (INVALID_ARG at load).
+  config.instance_group?.forEach((group, i) => {
+    if (group.kind === 'KIND_GPU' && gpus === 0) {
+      problems.push(`instance_group[${i}] has kind KIND_GPU, but no CUDA device is visible`);
+    }
+  });
   const backend = neededBackend(config, modelDir);
   if (backend === undefined) {
     problems.push('cannot tell which backend serves it (no backend, platform or known model file)');
@@ -228,10 +234,10 @@ function checkModel(repository: string, name: string, backends: string): ModelRe
   return { name, problems, backend, backendPresent: present };
 }
 
-function checkRepository(path: string, backends: string): NonNullable<DoctorReport['modelRepository']> {
+function checkRepository(path: string, backends: string, gpus: number): NonNullable<DoctorReport['modelRepository']> {
   const repository = resolve(path);
   if (!isDirectory(repository)) return { path: repository, models: [], error: 'not a directory' };
-  return { path: repository, models: subdirectories(repository).map((name) => checkModel(repository, name, backends)) };
+  return { path: repository, models: subdirectories(repository).map((name) => checkModel(repository, name, backends, gpus)) };
 }
 
 /** GPUs as `nvidia-smi -L` lists them; none when it is absent or fails. */
@@ -299,7 +305,7 @@ export async function doctor(options: DoctorOptions = {}): Promise<DoctorReport>
     problems: [],
   };
   if (options.modelRepository !== undefined) {
-    report.modelRepository = checkRepository(options.modelRepository, backends.directory);
+    report.modelRepository = checkRepository(options.modelRepository, backends.directory, report.cuda.devices.length);
   }
 
   const problems = report.problems;
