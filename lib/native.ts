@@ -125,7 +125,8 @@ function loadAddon(): NativeAddon {
     // dependency's install script (the fallback compile) until approved.
     throw new Error(
       `tritonserver-node: the native addon could not be loaded (${process.platform}-${process.arch}): ${(error as Error).message}\n` +
-        'Prebuilds ship for linux-x64. Elsewhere the addon is compiled at install time, which needs g++, make and python3 ' +
+        'Prebuilds ship for linux-x64 and linux-arm64 (glibc >= 2.34). Elsewhere the addon is compiled at install time, ' +
+        'which needs g++, make and python3 ' +
         'and an approved install script: `npm install-scripts approve tritonserver-node && npm rebuild tritonserver-node`.',
       { cause: error },
     );
