@@ -134,6 +134,23 @@ describe('doctor', () => {
     expect(unknown.stderr).toContain("Unknown option '--frobnicate'");
   });
 
+  it("lists PyTriton's bundled library after the usual places", async () => {
+    const venv = join(root, 'venv');
+    const libs = join(venv, 'lib', 'python3.12', 'site-packages', 'nvidia_pytriton.libs');
+    await mkdir(libs, { recursive: true });
+    const wheel = join(libs, 'libtritonserver-90a4cf82.so');
+    await symlink(LIBRARY, wheel);
+    const missing = join(root, 'missing', 'libtritonserver.so');
+    const env = { PATH: join(root, 'no-bin'), HOME: root, VIRTUAL_ENV: venv, TRITONSERVER_LIBRARY: missing };
+    const report = await doctor({ env, backendDirectory: backends });
+    const paths = report.library.attempts.map((a) => a.path);
+    expect(paths.slice(0, 3)).toEqual([missing, '/opt/tritonserver/lib/libtritonserver.so', 'libtritonserver.so']);
+    expect(paths).toContain(wheel);
+    expect(report.library.attempts[0]).toMatchObject({ result: 'failed', reason: expect.stringContaining('cannot open shared object file') });
+    // Whichever library loads first (the wheel here, Triton's own inside its container), a server starts.
+    expect(report.ok).toBe(true);
+  });
+
   it("checks every model's config and the backend it needs", async () => {
     // No nvidia-smi on this PATH (and no python3): no CUDA device is visible.
     const env = { ...process.env, PATH: join(root, 'no-bin') };
