@@ -8,6 +8,7 @@
         "native/errors.cc",
         "native/inference.cc",
         "native/loader.cc",
+        "native/probe.cc",
         "native/server.cc"
       ],
       "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],

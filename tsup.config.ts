@@ -1,7 +1,8 @@
 import { defineConfig } from 'tsup';
 
 export default defineConfig({
-  entry: ['lib/index.ts'],
+  // cli: the package's `bin` (tritonserver-node doctor).
+  entry: { index: 'lib/index.ts', cli: 'lib/cli/bin.ts' },
   format: ['esm', 'cjs'],
   dts: true,
   clean: true,

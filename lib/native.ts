@@ -2,12 +2,14 @@
  * The single place that loads the addon, and the types of everything it
  * exports: the rest of lib/ never sees an untyped native value.
  */
+import { execFile } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { existsSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { existsSync, readdirSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { checkName, checkOptions } from './check.js';
-import { TritonError } from './errors.js';
+import { TritonError, isTritonError } from './errors.js';
 
 const API_VERSION_FIELDS: ReadonlySet<string> = new Set(['libraryPath']);
 
@@ -118,6 +120,9 @@ export interface NativeAddon {
   liveObjects(): NativeLiveObjects;
   /** Synchronously ends every server of this environment (process 'exit'). */
   endServersForExit(waitMs: number): void;
+  /** null when the dynamic loader opens `path` (RTLD_NOW), else its reason. */
+  probeLibrary(path: string): string | null;
+  externalBuffersAllowed(): boolean;
 }
 
 function packageRoot(): string {
@@ -133,7 +138,20 @@ function packageRoot(): string {
 function loadAddon(): NativeAddon {
   const require = createRequire(import.meta.url);
   const load = require('node-gyp-build') as (dir: string) => NativeAddon;
-  const addon = load(packageRoot());
+  let addon: NativeAddon;
+  try {
+    addon = load(packageRoot());
+  } catch (error) {
+    // No prebuild for this platform and no local build: npm 11 skips a
+    // dependency's install script (the fallback compile) until approved.
+    throw new Error(
+      `tritonserver-node: the native addon could not be loaded (${process.platform}-${process.arch}): ${(error as Error).message}\n` +
+        'Prebuilds ship for linux-x64 and linux-arm64 (glibc >= 2.34). Elsewhere the addon is compiled at install time, ' +
+        'which needs g++, make and python3 ' +
+        'and an approved install script: `npm install-scripts approve tritonserver-node && npm rebuild tritonserver-node`.',
+      { cause: error },
+    );
+  }
   addon.setErrorClass(TritonError);
   return addon;
 }
@@ -141,11 +159,12 @@ function loadAddon(): NativeAddon {
 export const native: NativeAddon = loadAddon();
 
 /**
- * Where libtritonserver.so is looked for, in order: `TRITONSERVER_LIBRARY`,
+ * Where libtritonserver.so is looked for first, in order: `TRITONSERVER_LIBRARY`,
  * `$TRITON_HOME/lib`, NVIDIA's container path, then the dynamic loader's
  * own search path. An explicit `libraryPath` option is the only candidate:
  * asking for one library and silently getting another would be worse than
- * an error.
+ * an error. When none of these opens, {@link findLibrary} goes on to a
+ * Triton bundled by a Python package ({@link pythonBundledLibraries}).
  */
 export function librarySearchPaths(
   libraryPath: string | undefined,
@@ -160,6 +179,121 @@ export function librarySearchPaths(
   return [...new Set(paths)];
 }
 
+/**
+ * PyTriton's wheel (`pip install nvidia-pytriton`) ships Triton inside
+ * site-packages: auditwheel moves the library into `nvidia_pytriton.libs/`
+ * under a hashed name (`libtritonserver-<hash>.so`), the backends stay in
+ * `pytriton/tritonserver/backends/`.
+ */
+const PYTRITON_LIBS = 'nvidia_pytriton.libs';
+const PYTRITON_BACKENDS = ['pytriton', 'tritonserver', 'backends'];
+const PYTRITON_LIBRARY = /^libtritonserver(-[0-9a-f]+)?\.so$/;
+const PYTHON_QUERY_TIMEOUT_MS = 3000;
+
+/** The libtritonserver.so files PyTriton installed under one site-packages directory. */
+export function pytritonLibraries(sitePackages: string): string[] {
+  const libs = join(sitePackages, PYTRITON_LIBS);
+  return entries(libs)
+    .filter((name) => PYTRITON_LIBRARY.test(name))
+    .sort()
+    .map((name) => join(libs, name));
+}
+
+/** PyTriton's backend directory for a library found by {@link pytritonLibraries}, when it exists. */
+export function pytritonBackendDirectory(libraryPath: string): string | undefined {
+  const libs = dirname(libraryPath);
+  if (basename(libs) !== PYTRITON_LIBS) return undefined;
+  const backends = join(dirname(libs), ...PYTRITON_BACKENDS);
+  return existsSync(backends) ? backends : undefined;
+}
+
+function entries(dir: string): string[] {
+  try {
+    return readdirSync(dir);
+  } catch {
+    return [];
+  }
+}
+
+/** `<prefix>/lib/python3.X/<leaf>` for every python3.X directory there. */
+function versionedDirs(prefix: string, leaf: string): string[] {
+  const lib = join(prefix, 'lib');
+  return entries(lib)
+    .filter((name) => /^python3(\.\d+)?$/.test(name))
+    .map((name) => join(lib, name, leaf));
+}
+
+/** Site-packages directories at the usual places: the active venv or conda env, the user's, the system's. */
+function knownSitePackages(env: NodeJS.ProcessEnv): string[] {
+  const dirs: string[] = [];
+  for (const prefix of [env.VIRTUAL_ENV, env.CONDA_PREFIX]) {
+    if (prefix) dirs.push(...versionedDirs(prefix, 'site-packages'));
+  }
+  const home = env.HOME ?? homedir();
+  dirs.push(...versionedDirs(join(home, '.local'), 'site-packages'));
+  dirs.push(...versionedDirs('/usr/local', 'dist-packages'), ...versionedDirs('/usr/local', 'site-packages'));
+  dirs.push('/usr/lib/python3/dist-packages', ...versionedDirs('/usr', 'site-packages'));
+  return dirs;
+}
+
+/** The site-packages directories the `python3` on PATH reports; none when it is absent, slow or fails. */
+export function pythonSitePackages(env: NodeJS.ProcessEnv = process.env): Promise<string[]> {
+  const script = 'import site; print("\\n".join([*site.getsitepackages(), site.getusersitepackages()]))';
+  return new Promise((resolve) => {
+    execFile('python3', ['-c', script], { env, timeout: PYTHON_QUERY_TIMEOUT_MS, encoding: 'utf8' }, (error, stdout) => {
+      resolve(error ? [] : stdout.split('\n').map((line) => line.trim()).filter((line) => line !== ''));
+    });
+  });
+}
+
+/**
+ * Libraries bundled by Python packages on this machine (today: PyTriton),
+ * searched in the site-packages directories `python3` reports, then in the
+ * usual site-packages locations. Only files that exist are returned.
+ */
+export async function pythonBundledLibraries(env: NodeJS.ProcessEnv = process.env): Promise<string[]> {
+  const dirs = [...(await pythonSitePackages(env)), ...knownSitePackages(env)];
+  return [...new Set(dirs.flatMap(pytritonLibraries))];
+}
+
+/**
+ * Every candidate in search order: {@link librarySearchPaths}, then (without
+ * an explicit `libraryPath`) {@link pythonBundledLibraries}.
+ */
+export async function allLibraryCandidates(
+  libraryPath: string | undefined,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<string[]> {
+  const first = librarySearchPaths(libraryPath, env);
+  if (libraryPath) return first;
+  return [...new Set([...first, ...(await pythonBundledLibraries(env))])];
+}
+
+/**
+ * Loads the first library of the search that works. Python packages are
+ * asked (a `python3` process) only when nothing before them opened; the error
+ * then lists every path tried with the loader's reason for each.
+ */
+export function findLibrary(
+  libraryPath: string | undefined,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<LibraryInfo> {
+  const first = librarySearchPaths(libraryPath, env);
+  return libraryPath ? native.apiVersion(first) : loadFirstOf(first, env);
+}
+
+/** `first`, then the Python-bundled libraries when none of `first` opens. */
+export async function loadFirstOf(first: string[], env: NodeJS.ProcessEnv): Promise<LibraryInfo> {
+  try {
+    return await native.apiVersion(first);
+  } catch (error) {
+    if (!isTritonError(error) || error.code !== 'UNAVAILABLE') throw error;
+    const more = [...new Set([...first, ...(await pythonBundledLibraries(env))])];
+    if (more.length === first.length) throw error;
+    return native.apiVersion(more);
+  }
+}
+
 /** Requests waiting for a completion, across every server of this thread (kept by lib/inference.ts). */
 export const pendingRequests = { count: 0 };
 
@@ -171,6 +305,6 @@ export function liveObjects(): LiveObjects {
 /** The C API version of the library that `libraryPath` (or the search) finds. */
 export async function apiVersion(options: { libraryPath?: string } = {}): Promise<{ major: number; minor: number }> {
   const { libraryPath } = checkOptions('apiVersion options', options, API_VERSION_FIELDS);
-  const { major, minor } = await native.apiVersion(librarySearchPaths(libraryPath as string | undefined));
+  const { major, minor } = await findLibrary(libraryPath as string | undefined);
   return { major, minor };
 }

@@ -413,7 +413,7 @@ export const serverOptionsSchema = z
     /**
      * Where to load `libtritonserver.so` from; not sent to Triton. Default:
      * `TRITONSERVER_LIBRARY`, then `$TRITON_HOME/lib`, then `/opt/tritonserver/lib`,
-     * then the loader path.
+     * then the loader path, then PyTriton's wheel.
      */
     libraryPath: nonEmptyString.optional(),
     /**

@@ -19,8 +19,9 @@ import { Inference, type InferenceRequest, type InferenceResponse } from './infe
 import { Model, type ModelVersion } from './model.js';
 import { validateModelConfig, type ModelConfigInput } from './model-config.js';
 import {
-  librarySearchPaths,
+  findLibrary,
   native,
+  pytritonBackendDirectory,
   type LibraryInfo,
   type NativeServer,
   type NativeStopReport,
@@ -140,10 +141,11 @@ function withReasons(error: TritonError, models: ModelLoadFailure[]): TritonErro
  * `<root>/backends` for a library at `<root>/lib/libtritonserver.so` when that
  * directory exists: a Triton install keeps its backends beside its library,
  * wherever it was installed (Triton's own default is /opt/tritonserver/backends).
+ * A library from PyTriton's wheel gets the wheel's backends.
  */
 export function backendDirectoryBeside(libraryPath: string): string | undefined {
   const libDir = dirname(libraryPath);
-  if (basename(libDir) !== 'lib') return undefined;
+  if (basename(libDir) !== 'lib') return pytritonBackendDirectory(libraryPath);
   const backends = join(dirname(libDir), 'backends');
   return existsSync(backends) ? backends : undefined;
 }
@@ -176,12 +178,13 @@ export class Server implements AsyncDisposable {
   /**
    * Starts a server. Options are validated before anything native runs;
    * the library is found as described in the README (libraryPath,
-   * TRITONSERVER_LIBRARY, TRITON_HOME, /opt/tritonserver, loader path).
+   * TRITONSERVER_LIBRARY, TRITON_HOME, /opt/tritonserver, loader path,
+   * PyTriton's wheel).
    */
   static async start(options: ServerOptions): Promise<Server> {
     const resolved = parseServerOptions(options);
-    const candidates = librarySearchPaths(resolved.libraryPath);
-    const library = await native.apiVersion(candidates);
+    const library = await findLibrary(resolved.libraryPath);
+    const candidates = [library.path];
     const calls = serverOptionCalls(resolved);
     if (resolved.backendDirectory === undefined) {
       const backends = backendDirectoryBeside(library.path);

@@ -3,6 +3,7 @@
 
 #include "blocking.h"
 #include "inference.h"
+#include "probe.h"
 #include "server.h"
 
 namespace tsn {
@@ -41,6 +42,7 @@ Addon::Addon(Napi::Env env, Napi::Object exports) {
                   InstanceMethod<&Addon::LiveObjects>("liveObjects"),
                   InstanceMethod<&Addon::EndServersForExit>("endServersForExit"),
               });
+  DefineProbes(env, exports);
 }
 
 Napi::Value Addon::SetErrorClass(const Napi::CallbackInfo& info) {

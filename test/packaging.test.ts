@@ -1,0 +1,235 @@
+// What `npm pack` ships and whether it installs and loads on a machine with
+// no compiler: the package is packed from a copy of this tree (prepack builds
+// the N-API prebuild and dist/ there, leaving this tree's build/ alone), then
+// installed into a fresh project with PATH holding only node, npm and sh.
+import { execFile, execFileSync } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { REPO_ROOT } from './helpers.js';
+
+const LIBRARY = process.env.TRITONSERVER_LIBRARY!;
+const SLOW = 120_000;
+/**
+ * Packing compiles the addon twice (x64, arm64) and builds dist/: about 80 s
+ * on 2 free cores, more when the rest of the suite runs beside it.
+ */
+const PACKING = 300_000;
+
+let root: string;
+let consumer: string;
+/** PATH for everything the consumer runs: node, npm and sh; no g++, cc, make or python. */
+let bareBin: string;
+let packed: Array<{ path: string }>;
+
+function run(
+  command: string,
+  args: string[],
+  cwd: string,
+  env: NodeJS.ProcessEnv,
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(command, args, { cwd, env, encoding: 'utf8', maxBuffer: 64 << 20 }, (error, stdout, stderr) => {
+      resolve({ code: error ? Number((error as { code?: unknown }).code ?? 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+/** The environment of the consumer: no compiler on PATH, no TRITONSERVER_* from the suite. */
+function bareEnv(): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { HOME: process.env.HOME, PATH: bareBin, npm_config_update_notifier: 'false' };
+  if (process.env.npm_config_cache) env.npm_config_cache = process.env.npm_config_cache;
+  return env;
+}
+
+beforeAll(async () => {
+  root = mkdtempSync(join(tmpdir(), 'tritonserver-node-pack-'));
+  // The tree as git would commit it (tracked and new files, nothing ignored).
+  const source = join(root, 'source');
+  const files = execFileSync('git', ['ls-files', '--cached', '--others', '--exclude-standard', '-z'], {
+    cwd: REPO_ROOT,
+    encoding: 'utf8',
+  })
+    .split('\0')
+    .filter((f) => f !== '');
+  for (const file of files) {
+    mkdirSync(dirname(join(source, file)), { recursive: true });
+    cpSync(join(REPO_ROOT, file), join(source, file), { dereference: false });
+  }
+  symlinkSync(join(REPO_ROOT, 'node_modules'), join(source, 'node_modules'));
+
+  const pack = join(root, 'pack');
+  mkdirSync(pack);
+  const result = await run('npm', ['pack', '--json', '--pack-destination', pack], source, { ...process.env, JOBS: '2' });
+  expect(result.code, result.stderr).toBe(0);
+  const [info] = JSON.parse(result.stdout.slice(result.stdout.indexOf('['))) as Array<{ filename: string; files: Array<{ path: string }> }>;
+  packed = info!.files;
+
+  bareBin = join(root, 'bin');
+  mkdirSync(bareBin);
+  symlinkSync(process.execPath, join(bareBin, 'node'));
+  // sh too: npm runs every script through it.
+  for (const tool of ['npm', 'npx', 'sh']) {
+    symlinkSync(execFileSync('/bin/sh', ['-c', `command -v ${tool}`], { encoding: 'utf8' }).trim(), join(bareBin, tool));
+  }
+
+  consumer = join(root, 'consumer');
+  mkdirSync(consumer);
+  writeFileSync(join(consumer, 'package.json'), JSON.stringify({ name: 'consumer', version: '1.0.0', private: true, type: 'module' }));
+  // npm 11 skips a dependency's install script until it is approved: the
+  // prebuild must load without it.
+  const install = await run(
+    'npm',
+    ['install', join(pack, info!.filename), '--prefer-offline', '--no-audit', '--no-fund'],
+    consumer,
+    bareEnv(),
+  );
+  expect(install.code, install.stderr).toBe(0);
+}, PACKING);
+
+afterAll(() => {
+  rmSync(root, { recursive: true, force: true });
+});
+
+describe('npm pack', () => {
+  it('ships dist/, the types, the linux-x64 prebuild and the native sources', () => {
+    const paths = packed.map((f) => f.path);
+    expect(paths).toEqual(
+      expect.arrayContaining([
+        'package.json',
+        'README.md',
+        'dist/index.js',
+        'dist/index.cjs',
+        'dist/index.d.ts',
+        'dist/index.d.cts',
+        'dist/cli.js',
+        'prebuilds/linux-x64/tritonserver-node.node',
+        'prebuilds/linux-arm64/tritonserver-node.node',
+        'binding.gyp',
+        'native/addon.cc',
+        'native/loader.cc',
+        'native/triton_api.h',
+      ]),
+    );
+  });
+
+  it('builds each prebuild for its machine (ELF e_machine x86-64, AArch64)', () => {
+    const machine = (arch: string): number =>
+      readFileSync(join(root, 'source', 'prebuilds', arch, 'tritonserver-node.node')).readUInt16LE(18);
+    expect(machine('linux-x64')).toBe(0x3e);
+    expect(machine('linux-arm64')).toBe(0xb7);
+  });
+
+  it('ships no tests, fixtures, benchmarks or build directories', () => {
+    const unwanted = packed.map((f) => f.path).filter((p) => /^(test|bench|build|examples|deploy|lib|\.ci)\//.test(p) || /\.test\./.test(p));
+    expect(unwanted).toEqual([]);
+  });
+});
+
+describe('the installed package, without a compiler', () => {
+  const installed = (): string => join(consumer, 'node_modules', 'tritonserver-node');
+
+  it('ships the prebuild, and nothing was compiled', () => {
+    expect(readFileSync(join(installed(), 'prebuilds', 'linux-x64', 'tritonserver-node.node')).length).toBeGreaterThan(0);
+    // node-gyp would have left build/ behind.
+    expect(existsSync(join(installed(), 'build'))).toBe(false);
+  });
+
+  it('runs its approved install script (node-gyp-build), which finds the prebuild and compiles nothing', async () => {
+    const approve = await run('npm', ['install-scripts', 'approve', 'tritonserver-node'], consumer, bareEnv());
+    expect(approve.code, approve.stderr).toBe(0);
+    const allowed = JSON.parse(readFileSync(join(consumer, 'package.json'), 'utf8')) as { allowScripts?: Record<string, boolean> };
+    // From the registry the key is tritonserver-node@<version>; from a tarball, its file: spec.
+    expect(Object.entries(allowed.allowScripts ?? {})).toEqual([[expect.stringContaining('tritonserver-node'), true]]);
+    const rebuild = await run('npm', ['rebuild', 'tritonserver-node', '--foreground-scripts'], consumer, bareEnv());
+    expect(rebuild.code, rebuild.stdout + rebuild.stderr).toBe(0);
+    const { version } = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { version: string };
+    expect(rebuild.stdout).toContain(`> tritonserver-node@${version} install\n> node-gyp-build`);
+    expect(rebuild.stdout).toContain('rebuilt dependencies successfully');
+    expect(existsSync(join(installed(), 'build'))).toBe(false);
+  }, SLOW);
+
+  it('imports from ESM and opens the library', async () => {
+    const script = `
+      import { Server, TritonError, apiVersion } from 'tritonserver-node';
+      console.log(JSON.stringify({
+        start: typeof Server.start,
+        error: new TritonError('NOT_FOUND', 'x').code,
+        version: await apiVersion({ libraryPath: ${JSON.stringify(LIBRARY)} }),
+      }));`;
+    const { code, stdout, stderr } = await run('node', ['--input-type=module', '-e', script], consumer, bareEnv());
+    expect(code, stderr).toBe(0);
+    expect(JSON.parse(stdout)).toEqual({ start: 'function', error: 'NOT_FOUND', version: { major: 1, minor: expect.any(Number) } });
+  });
+
+  it('requires from CommonJS and opens the library', async () => {
+    const script = `
+      const { Server, apiVersion } = require('tritonserver-node');
+      apiVersion({ libraryPath: ${JSON.stringify(LIBRARY)} }).then((version) =>
+        console.log(JSON.stringify({ start: typeof Server.start, version })));`;
+    const { code, stdout, stderr } = await run('node', ['--input-type=commonjs', '-e', script], consumer, bareEnv());
+    expect(code, stderr).toBe(0);
+    expect(JSON.parse(stdout)).toEqual({ start: 'function', version: { major: 1, minor: expect.any(Number) } });
+  });
+
+  it('runs `npx tritonserver-node doctor`', async () => {
+    const { code, stdout, stderr } = await run('npx', ['--no-install', 'tritonserver-node', 'doctor', '--json', '--library', LIBRARY], consumer, bareEnv());
+    expect(code, stderr).toBe(0);
+    const report = JSON.parse(stdout) as { ok: boolean; library: { found?: { path: string } } };
+    expect(report.ok).toBe(true);
+    expect(report.library.found?.path).toBe(LIBRARY);
+  }, SLOW);
+
+  it("type-checks a consumer's ESM and CommonJS code against the shipped types", async () => {
+    writeFileSync(
+      join(consumer, 'esm.ts'),
+      `import { Server, TritonError, type ServerOptions, type InferenceResponse } from 'tritonserver-node';
+const options: ServerOptions = { modelRepository: '/models', modelControlMode: 'explicit' };
+// @ts-expect-error modelControlMode is one of 'none' | 'poll' | 'explicit'
+const wrong: ServerOptions = { modelRepository: '/models', modelControlMode: 'auto' };
+export async function main(): Promise<InferenceResponse | TritonError> {
+  const server = await Server.start(options);
+  const model = await server.loadModel('identity_fp32');
+  return model.infer({ inputs: { INPUT0: new Float32Array([1, 2]) } });
+}
+export { wrong };
+`,
+    );
+    writeFileSync(
+      join(consumer, 'cjs.cts'),
+      `import triton = require('tritonserver-node');
+export const started: Promise<triton.Server> = triton.Server.start({ modelRepository: '/models' });
+`,
+    );
+    writeFileSync(
+      join(consumer, 'tsconfig.json'),
+      JSON.stringify({
+        compilerOptions: {
+          target: 'ES2022',
+          lib: ['ES2022', 'ESNext.Disposable'],
+          module: 'NodeNext',
+          moduleResolution: 'NodeNext',
+          strict: true,
+          noEmit: true,
+          // The consumer's code is checked against the shipped types; their
+          // own bodies (and zod's) are not re-checked, which costs most of
+          // the time. A type that resolved to any would show: the expected
+          // error in esm.ts would then be missing (TS2578, unused directive).
+          skipLibCheck: true,
+          types: ['node'],
+          typeRoots: [join(REPO_ROOT, 'node_modules', '@types')],
+        },
+        files: ['esm.ts', 'cjs.cts'],
+      }),
+    );
+    const tsc = join(REPO_ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+    const { code, stdout, stderr } = await run('node', [tsc, '-p', 'tsconfig.json'], consumer, bareEnv());
+    expect(code, stdout + stderr).toBe(0);
+    // The check can fail: a type error in consumer code is reported.
+    writeFileSync(join(consumer, 'esm.ts'), `import { Server } from 'tritonserver-node';\nexport const n: number = Server.start;\n`);
+    const broken = await run('node', [tsc, '-p', 'tsconfig.json'], consumer, bareEnv());
+    expect(broken.code).not.toBe(0);
+    expect(broken.stdout).toContain("esm.ts(2,14): error TS2322");
+  }, SLOW);
+});
