@@ -40,7 +40,7 @@ await using server = await Server.start({
 // "config" and "file:1/model.py" load parameters.
 const converter = await server.loadModel('celsius_to_fahrenheit', { config, files: { '1/model.py': modelPy } });
 const { outputs } = await converter.infer({ inputs: { CELSIUS: new Float32Array([-40, 0, 37, 100]) } });
-console.log('fahrenheit:', [...(outputs.FAHRENHEIT!.data as Float32Array)].join(', '));
+console.log('fahrenheit:', [...(outputs.FAHRENHEIT!.data as Float32Array)].map((f) => Number(f.toFixed(2))).join(', '));
 
 // A repository model with its config changed at load time.
 const repositoryConfig = await server.loadModel('text_processor').then((m) => m.config());
