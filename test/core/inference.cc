@@ -7,7 +7,7 @@
 //   nothing is queued and no callback ever runs.
 // - Accepted requests go to the model's scheduler queue (priority levels
 //   when the model configures them, queue-policy timeouts when configured,
-//   as Triton's dynamic batcher does) and are executed one at a time by a
+//   as Triton's dynamic batcher does) and are executed by a
 //   worker thread per model instance, never on the caller's thread.
 // - Non-decoupled models: the response callback runs with FINAL, then the
 //   request is released (RELEASE_ALL). Decoupled models: the request is
@@ -18,8 +18,11 @@
 // - Outputs are allocated through the request's response allocator (start,
 //   query, alloc functions; CPU memory id 0 requested) on the worker thread;
 //   the release function runs when the response is deleted.
-// - Native implementations replace the identity backend and the Python
-//   models of test/models (add_sub, repeat_int32, slow, fail, bytes_echo).
+// - The worker takes the requests already queued together (up to
+//   max_batch_size, with dynamic batching) and runs them as one execution.
+// - Backends: identity (native, like Triton's), python (python_backend.cc:
+//   the model's own model.py in an embedded CPython), ensembles
+//   (ensemble.cc).
 #include <chrono>
 #include <climits>
 #include <cmath>
@@ -535,136 +538,208 @@ ExecContext::SendFlags(uint32_t flags)
 namespace {
 
 void
-RespondErrorAndRelease(
-    TRITONSERVER_InferenceRequest* r, const std::shared_ptr<Model>& model,
-    const Status& st)
+FillContext(ExecContext* ctx, TRITONSERVER_InferenceRequest* r)
+{
+  ctx->model_ = r->model;
+  ctx->shared = r->shared;
+  ctx->id = r->id;
+  ctx->allocator = r->allocator;
+  ctx->alloc_userp = r->alloc_userp;
+  ctx->response_fn = r->response_fn;
+  ctx->response_userp = r->response_userp;
+}
+
+// The request's parameters as the JSON object the python backend's
+// request.parameters() returns.
+std::string
+ParametersJson(const TRITONSERVER_InferenceRequest* r)
+{
+  std::string out = "{";
+  for (const auto& p : r->params) {
+    if (out.size() > 1) {
+      out += ",";
+    }
+    out += JsonQuote(p.name) + ":";
+    switch (p.type) {
+      case TRITONSERVER_PARAMETER_INT:
+        out += std::to_string(p.i);
+        break;
+      case TRITONSERVER_PARAMETER_BOOL:
+        out += p.b ? "true" : "false";
+        break;
+      case TRITONSERVER_PARAMETER_DOUBLE: {
+        char buf[32];
+        std::snprintf(buf, sizeof(buf), "%.17g", p.d);
+        out += buf;
+        break;
+      }
+      case TRITONSERVER_PARAMETER_BYTES:
+        out += JsonQuote(std::string(p.bytes.begin(), p.bytes.end()));
+        break;
+      default:
+        out += JsonQuote(p.str);
+        break;
+    }
+  }
+  return out + "}";
+}
+
+void
+RespondErrorAndRelease(TRITONSERVER_InferenceRequest* r, const Status& st)
 {
   ExecContext ctx;
-  ctx.model_ = model;
-  ctx.shared = r->shared;
-  ctx.id = r->id;
-  ctx.allocator = r->allocator;
-  ctx.alloc_userp = r->alloc_userp;
-  ctx.response_fn = r->response_fn;
-  ctx.response_userp = r->response_userp;
+  FillContext(&ctx, r);
   ctx.Send({}, st, TRITONSERVER_RESPONSE_COMPLETE_FINAL);
   ReleaseRequest(r);
 }
 
+// One execution: the requests the scheduler took from the queue together.
 void
-Process(const Job& job)
+Process(const std::vector<Job>& jobs)
 {
-  TRITONSERVER_InferenceRequest* r = job.request;
-  std::shared_ptr<Model> model = r->model;
-  if (model->metrics) {
-    model->metrics->pending--;
-  }
+  std::shared_ptr<Model> model = jobs.front().request->model;
   const uint64_t start_ns = NowNs();
-  const uint64_t request_start_ns = r->request_start_ns;
-  r->state = RequestState::kExecuting;
+  const bool decoupled = model->spec.decoupled;
 
-  // Cancelled or timed out while waiting in the queue.
-  if (r->shared->cancelled.load() ||
-      (job.deadline_ns != 0 && start_ns > job.deadline_ns)) {
-    const bool cancelled = r->shared->cancelled.load();
-    RespondErrorAndRelease(
-        r, model,
-        cancelled
-            ? Status(TRITONSERVER_ERROR_CANCELLED, "")
-            : Status(TRITONSERVER_ERROR_UNAVAILABLE, "Request timeout expired"));
-    {
-      std::lock_guard<std::mutex> lk(model->stats.mu);
-      model->stats.fail.Add(NowNs() - request_start_ns);
-    }
+  struct Item {
+    TRITONSERVER_InferenceRequest* r;
+    const Job* job;
+    uint64_t request_start_ns;
+    int64_t batch;
+    ExecContext ctx;
+  };
+  std::vector<std::unique_ptr<Item>> items;
+  for (const Job& job : jobs) {
+    TRITONSERVER_InferenceRequest* r = job.request;
     if (model->metrics) {
-      model->metrics->failure[cancelled ? kCanceled : kRejected]++;
+      model->metrics->pending--;
     }
+    r->state = RequestState::kExecuting;
+    // Cancelled or timed out while waiting in the queue.
+    if (r->shared->cancelled.load() ||
+        (job.deadline_ns != 0 && start_ns > job.deadline_ns)) {
+      const bool cancelled = r->shared->cancelled.load();
+      const uint64_t request_start_ns = r->request_start_ns;
+      RespondErrorAndRelease(
+          r, cancelled ? Status(TRITONSERVER_ERROR_CANCELLED, "")
+                       : Status(
+                             TRITONSERVER_ERROR_UNAVAILABLE,
+                             "Request timeout expired"));
+      {
+        std::lock_guard<std::mutex> lk(model->stats.mu);
+        model->stats.fail.Add(NowNs() - request_start_ns);
+      }
+      if (model->metrics) {
+        model->metrics->failure[cancelled ? kCanceled : kRejected]++;
+      }
+      continue;
+    }
+    auto item = std::make_unique<Item>();
+    item->r = r;
+    item->job = &job;
+    item->request_start_ns = r->request_start_ns;
+    item->batch = std::max<int64_t>(1, r->batch_size);
+    ExecContext& ctx = item->ctx;
+    FillContext(&ctx, r);
+    ctx.outputs_to_send = r->outputs_to_send;
+    ctx.compute_start_ns = start_ns;
+    ctx.parameters_json = ParametersJson(r);
+    ctx.corr_is_string = r->corr_is_string;
+    ctx.corr_u = r->corr_u;
+    ctx.corr_s = r->corr_s;
+    ctx.flags = r->flags;
+    ctx.timeout_us = r->timeout_us;
+    ctx.batch_size = r->batch_size;
+    for (const auto& p : r->inputs) {
+      const RequestInput& in = p.second;
+      ExecInput ei;
+      ei.name = in.name;
+      ei.dtype = in.dtype;
+      ei.shape = in.shape;
+      if (in.chunks.size() == 1 && !decoupled) {
+        ei.data = in.chunks[0].base;
+        ei.size = in.chunks[0].size;
+      } else {
+        ctx.owned.emplace_back();
+        std::vector<char>& buf = ctx.owned.back();
+        buf.reserve(in.total);
+        for (const auto& c : in.chunks) {
+          buf.insert(buf.end(), c.base, c.base + c.size);
+        }
+        ei.data = buf.data();
+        ei.size = buf.size();
+      }
+      ctx.inputs.push_back(std::move(ei));
+    }
+    ctx.compute_input_end_ns = NowNs();
+    items.push_back(std::move(item));
+  }
+  if (items.empty()) {
     return;
   }
 
-  ExecContext ctx;
-  ctx.model_ = model;
-  ctx.shared = r->shared;
-  ctx.id = r->id;
-  ctx.allocator = r->allocator;
-  ctx.alloc_userp = r->alloc_userp;
-  ctx.response_fn = r->response_fn;
-  ctx.response_userp = r->response_userp;
-  ctx.outputs_to_send = r->outputs_to_send;
-  ctx.compute_start_ns = start_ns;
-  const bool decoupled = model->spec.decoupled;
-  const int64_t batch = std::max<int64_t>(1, r->batch_size);
-  for (const auto& p : r->inputs) {
-    const RequestInput& in = p.second;
-    ExecInput ei;
-    ei.name = in.name;
-    ei.dtype = in.dtype;
-    ei.shape = in.shape;
-    if (in.chunks.size() == 1 && !decoupled) {
-      ei.data = in.chunks[0].base;
-      ei.size = in.chunks[0].size;
-    } else {
-      ctx.owned.emplace_back();
-      std::vector<char>& buf = ctx.owned.back();
-      buf.reserve(in.total);
-      for (const auto& c : in.chunks) {
-        buf.insert(buf.end(), c.base, c.base + c.size);
-      }
-      ei.data = buf.data();
-      ei.size = buf.size();
+  std::vector<ExecContext*> batch;
+  int64_t batch_total = 0;
+  for (auto& item : items) {
+    if (decoupled) {
+      ReleaseRequest(item->r);  // the request belongs to the caller from here
+      item->r = nullptr;
     }
-    ctx.inputs.push_back(std::move(ei));
+    batch.push_back(&item->ctx);
+    batch_total += item->batch;
   }
-  ctx.compute_input_end_ns = NowNs();
-
-  if (decoupled) {
-    ReleaseRequest(r);  // 'r' belongs to the caller from here on
-    r = nullptr;
-  }
-  model->backend->Execute(&ctx);
-  if (!ctx.final_sent) {
-    ctx.SendFlags(TRITONSERVER_RESPONSE_COMPLETE_FINAL);
-  }
-  if (!decoupled) {
-    ReleaseRequest(r);
-    r = nullptr;
+  model->backend->Execute(batch);
+  for (auto& item : items) {
+    if (!item->ctx.final_sent) {
+      item->ctx.SendFlags(TRITONSERVER_RESPONSE_COMPLETE_FINAL);
+    }
+    if (!decoupled) {
+      ReleaseRequest(item->r);
+      item->r = nullptr;
+    }
   }
   const uint64_t end_ns = NowNs();
 
   std::lock_guard<std::mutex> lk(model->stats.mu);
   ModelStats& st = model->stats;
   st.execution_count++;
-  BatchStat& bs = st.batch[static_cast<uint64_t>(batch)];
+  const ExecContext& first = items.front()->ctx;
+  BatchStat& bs = st.batch[static_cast<uint64_t>(batch_total)];
   bs.count++;
-  bs.input_ns += ctx.compute_input_end_ns - start_ns;
-  bs.infer_ns += ctx.compute_output_start_ns - ctx.compute_input_end_ns;
-  bs.output_ns += end_ns - ctx.compute_output_start_ns;
+  bs.input_ns += first.compute_input_end_ns - start_ns;
+  bs.infer_ns += first.compute_output_start_ns - first.compute_input_end_ns;
+  bs.output_ns += end_ns - first.compute_output_start_ns;
   if (model->metrics) {
     model->metrics->exec++;
   }
-  if (!ctx.any_error) {
-    st.success.Add(end_ns - request_start_ns);
-    st.queue.Add(start_ns - job.enqueue_ns);
-    st.compute_input.Add(ctx.compute_input_end_ns - start_ns);
-    st.compute_infer.Add(ctx.compute_output_start_ns - ctx.compute_input_end_ns);
-    st.compute_output.Add(end_ns - ctx.compute_output_start_ns);
-    st.inference_count += static_cast<uint64_t>(batch);
-    st.last_inference_ms = NowSinceEpochMs();
-    if (model->metrics) {
-      MetricReporter& mr = *model->metrics;
-      mr.success++;
-      mr.count += static_cast<uint64_t>(batch);
-      mr.request_us += (end_ns - request_start_ns) / 1000;
-      mr.queue_us += (start_ns - job.enqueue_ns) / 1000;
-      mr.compute_input_us += (ctx.compute_input_end_ns - start_ns) / 1000;
-      mr.compute_infer_us +=
-          (ctx.compute_output_start_ns - ctx.compute_input_end_ns) / 1000;
-      mr.compute_output_us += (end_ns - ctx.compute_output_start_ns) / 1000;
-    }
-  } else {
-    st.fail.Add(end_ns - request_start_ns);
-    if (model->metrics) {
-      model->metrics->failure[kBackend]++;
+  for (const auto& item : items) {
+    const ExecContext& ctx = item->ctx;
+    const uint64_t request_start_ns = item->request_start_ns;
+    const uint64_t batch = static_cast<uint64_t>(item->batch);
+    if (!ctx.any_error) {
+      st.success.Add(end_ns - request_start_ns);
+      st.queue.Add(start_ns - item->job->enqueue_ns);
+      st.compute_input.Add(ctx.compute_input_end_ns - start_ns);
+      st.compute_infer.Add(ctx.compute_output_start_ns - ctx.compute_input_end_ns);
+      st.compute_output.Add(end_ns - ctx.compute_output_start_ns);
+      st.inference_count += batch;
+      st.last_inference_ms = NowSinceEpochMs();
+      if (model->metrics) {
+        MetricReporter& mr = *model->metrics;
+        mr.success++;
+        mr.count += batch;
+        mr.request_us += (end_ns - request_start_ns) / 1000;
+        mr.queue_us += (start_ns - item->job->enqueue_ns) / 1000;
+        mr.compute_input_us += (ctx.compute_input_end_ns - start_ns) / 1000;
+        mr.compute_infer_us +=
+            (ctx.compute_output_start_ns - ctx.compute_input_end_ns) / 1000;
+        mr.compute_output_us += (end_ns - ctx.compute_output_start_ns) / 1000;
+      }
+    } else {
+      st.fail.Add(end_ns - request_start_ns);
+      if (model->metrics) {
+        model->metrics->failure[kBackend]++;
+      }
     }
   }
 }
@@ -675,7 +750,7 @@ void
 WorkerLoop(std::shared_ptr<Executor> ex)
 {
   while (true) {
-    Job job;
+    std::vector<Job> jobs;
     {
       std::unique_lock<std::mutex> lk(ex->mu);
       ex->cv.wait(lk, [&] { return ex->stop || ex->queued > 0; });
@@ -686,14 +761,32 @@ WorkerLoop(std::shared_ptr<Executor> ex)
       while (it->second.empty()) {
         ++it;
       }
-      job = it->second.front();
+      jobs.push_back(it->second.front());
       it->second.pop_front();
       ex->queued--;
+      // Like Triton's dynamic batcher with no queue delay: the requests
+      // already waiting (same priority level) join the batch up to
+      // max_batch_size.
+      const ModelSpec& spec = jobs.front().request->model->spec;
+      if (spec.dynamic_batching && spec.max_batch_size > 0) {
+        int64_t total = std::max<int64_t>(1, jobs.front().request->batch_size);
+        while (!it->second.empty()) {
+          const int64_t next =
+              std::max<int64_t>(1, it->second.front().request->batch_size);
+          if (total + next > spec.max_batch_size) {
+            break;
+          }
+          total += next;
+          jobs.push_back(it->second.front());
+          it->second.pop_front();
+          ex->queued--;
+        }
+      }
     }
-    Process(job);
+    Process(jobs);
     {
       std::lock_guard<std::mutex> lk(ex->mu);
-      ex->inflight--;
+      ex->inflight -= jobs.size();
     }
     if (ex->on_change) {
       ex->on_change();
@@ -707,7 +800,7 @@ WorkerLoop(std::shared_ptr<Executor> ex)
 }
 
 // ---------------------------------------------------------------------------
-// Native models
+// Identity backend
 // ---------------------------------------------------------------------------
 namespace {
 
@@ -730,11 +823,19 @@ class IdentityBackend : public Backend {
       delay_ms_ = std::atoi(it->second.c_str());
     }
   }
-  void Execute(ExecContext* ctx) override
+  void Execute(const std::vector<ExecContext*>& batch) override
   {
     if (delay_ms_ > 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_));
     }
+    for (ExecContext* ctx : batch) {
+      ExecuteOne(ctx);
+    }
+  }
+
+ private:
+  void ExecuteOne(ExecContext* ctx)
+  {
     std::vector<OutTensor> outs;
     for (size_t i = 0; i < spec_.outputs.size(); ++i) {
       const IOSpec& o = spec_.outputs[i];
@@ -767,226 +868,19 @@ class IdentityBackend : public Backend {
     ctx->Send(std::move(outs), Status(), TRITONSERVER_RESPONSE_COMPLETE_FINAL);
   }
 
- private:
   ModelSpec spec_;
   int delay_ms_ = 0;
 };
 
-// Sleeps up to 'ms' in ~5 ms steps; false if the request got cancelled.
-bool
-SleepUnlessCancelled(ExecContext* ctx, uint32_t ms)
-{
-  const auto end =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-  while (std::chrono::steady_clock::now() < end) {
-    if (ctx->IsCancelled()) {
-      return false;
-    }
-    const auto left = end - std::chrono::steady_clock::now();
-    std::this_thread::sleep_for(
-        std::min<std::chrono::steady_clock::duration>(
-            left, std::chrono::milliseconds(5)));
-  }
-  return !ctx->IsCancelled();
-}
-
-uint32_t
-ReadU32(const ExecInput* in, uint32_t dflt)
-{
-  if (in == nullptr || in->size < sizeof(uint32_t)) {
-    return dflt;
-  }
-  uint32_t v = 0;
-  std::memcpy(&v, in->data, sizeof(v));
-  return v;
-}
-
-Status
-CancelledStatus()
-{
-  return Err(TRITONSERVER_ERROR_CANCELLED, "request cancelled");
-}
-
-class AddSubBackend : public Backend {
- public:
-  void Execute(ExecContext* ctx) override
-  {
-    const ExecInput* a = ctx->Input("INPUT0");
-    const ExecInput* b = ctx->Input("INPUT1");
-    if (a->size != b->size) {
-      ctx->Send(
-          {},
-          Err(TRITONSERVER_ERROR_INTERNAL,
-              "operands could not be broadcast together"),
-          TRITONSERVER_RESPONSE_COMPLETE_FINAL);
-      return;
-    }
-    const size_t n = a->size / sizeof(float);
-    OutTensor sum{"OUTPUT0", TRITONSERVER_TYPE_FP32, a->shape, {}, nullptr, 0};
-    OutTensor diff{"OUTPUT1", TRITONSERVER_TYPE_FP32, a->shape, {}, nullptr, 0};
-    sum.owned.resize(n * sizeof(float));
-    diff.owned.resize(n * sizeof(float));
-    for (size_t i = 0; i < n; ++i) {
-      float x, y;
-      std::memcpy(&x, a->data + i * sizeof(float), sizeof(float));
-      std::memcpy(&y, b->data + i * sizeof(float), sizeof(float));
-      const float s = x + y, d = x - y;
-      std::memcpy(sum.owned.data() + i * sizeof(float), &s, sizeof(float));
-      std::memcpy(diff.owned.data() + i * sizeof(float), &d, sizeof(float));
-    }
-    std::vector<OutTensor> outs;
-    outs.push_back(std::move(sum));
-    outs.push_back(std::move(diff));
-    ctx->Send(std::move(outs), Status(), TRITONSERVER_RESPONSE_COMPLETE_FINAL);
-  }
-};
-
-class RepeatBackend : public Backend {
- public:
-  void Execute(ExecContext* ctx) override
-  {
-    const ExecInput* in = ctx->Input("IN");
-    const uint32_t delay = ReadU32(ctx->Input("DELAY_MS"), 0);
-    const size_t n = in->size / sizeof(int32_t);
-    for (size_t i = 0; i < n; ++i) {
-      if (!SleepUnlessCancelled(ctx, delay)) {
-        ctx->Send({}, CancelledStatus(), TRITONSERVER_RESPONSE_COMPLETE_FINAL);
-        return;
-      }
-      OutTensor t{"OUT", TRITONSERVER_TYPE_INT32, {1}, {}, nullptr, 0};
-      t.owned.assign(
-          in->data + i * sizeof(int32_t), in->data + (i + 1) * sizeof(int32_t));
-      std::vector<OutTensor> outs;
-      outs.push_back(std::move(t));
-      ctx->Send(std::move(outs), Status(), 0);
-    }
-    ctx->SendFlags(TRITONSERVER_RESPONSE_COMPLETE_FINAL);
-  }
-};
-
-class SlowBackend : public Backend {
- public:
-  void Execute(ExecContext* ctx) override
-  {
-    const ExecInput* in = ctx->Input("INPUT0");
-    const uint32_t delay = ReadU32(ctx->Input("DELAY_MS"), 0);
-    if (!SleepUnlessCancelled(ctx, delay)) {
-      ctx->Send({}, CancelledStatus(), TRITONSERVER_RESPONSE_COMPLETE_FINAL);
-      return;
-    }
-    OutTensor t{"OUTPUT0", in->dtype, in->shape, {}, in->data, in->size};
-    std::vector<OutTensor> outs;
-    outs.push_back(std::move(t));
-    ctx->Send(std::move(outs), Status(), TRITONSERVER_RESPONSE_COMPLETE_FINAL);
-  }
-};
-
-class FailBackend : public Backend {
- public:
-  void Execute(ExecContext* ctx) override
-  {
-    ctx->Send(
-        {}, Err(TRITONSERVER_ERROR_INTERNAL, "fail model always fails"),
-        TRITONSERVER_RESPONSE_COMPLETE_FINAL);
-  }
-};
-
-class BytesEchoBackend : public Backend {
- public:
-  void Execute(ExecContext* ctx) override
-  {
-    const ExecInput* in = ctx->Input("INPUT0");
-    OutTensor t{"OUTPUT0", TRITONSERVER_TYPE_BYTES, in->shape, {}, in->data, in->size};
-    std::vector<OutTensor> outs;
-    outs.push_back(std::move(t));
-    ctx->Send(std::move(outs), Status(), TRITONSERVER_RESPONSE_COMPLETE_FINAL);
-  }
-};
-
-// Checks that the configuration has the tensors a native Python model
-// implementation relies on.
-Status
-Expect(
-    const ModelSpec& spec, bool input, const std::string& name,
-    TRITONSERVER_DataType dtype, bool optional_ok = false)
-{
-  const IOSpec* io = input ? spec.Input(name) : spec.Output(name);
-  if (io == nullptr) {
-    return Err(
-        TRITONSERVER_ERROR_INTERNAL,
-        "test core: python model '" + spec.name + "' needs " +
-            (input ? "input '" : "output '") + name + "' in its configuration");
-  }
-  if (io->dtype != dtype) {
-    return Err(
-        TRITONSERVER_ERROR_INTERNAL,
-        "test core: python model '" + spec.name + "' needs " +
-            (input ? "input '" : "output '") + name + "' of type " +
-            DataTypeConfigString(dtype) + ", got " +
-            DataTypeConfigString(io->dtype));
-  }
-  if (input && io->optional && !optional_ok) {
-    return Err(
-        TRITONSERVER_ERROR_INTERNAL,
-        "test core: python model '" + spec.name + "' needs input '" + name +
-            "' to be required");
-  }
-  return Status();
-}
-
-Status
-CreatePythonBackend(const ModelSpec& spec, std::unique_ptr<Backend>* out)
-{
-  const std::string& n = spec.name;
-  const bool wants_decoupled = (n == "repeat_int32");
-  if (n == "add_sub") {
-    TC_RETURN_IF_ERROR(Expect(spec, true, "INPUT0", TRITONSERVER_TYPE_FP32));
-    TC_RETURN_IF_ERROR(Expect(spec, true, "INPUT1", TRITONSERVER_TYPE_FP32));
-    TC_RETURN_IF_ERROR(Expect(spec, false, "OUTPUT0", TRITONSERVER_TYPE_FP32));
-    TC_RETURN_IF_ERROR(Expect(spec, false, "OUTPUT1", TRITONSERVER_TYPE_FP32));
-    out->reset(new AddSubBackend());
-  } else if (n == "repeat_int32") {
-    TC_RETURN_IF_ERROR(Expect(spec, true, "IN", TRITONSERVER_TYPE_INT32));
-    TC_RETURN_IF_ERROR(Expect(spec, false, "OUT", TRITONSERVER_TYPE_INT32));
-    if (spec.Input("DELAY_MS") != nullptr) {
-      TC_RETURN_IF_ERROR(
-          Expect(spec, true, "DELAY_MS", TRITONSERVER_TYPE_UINT32, true));
-    }
-    out->reset(new RepeatBackend());
-  } else if (n == "slow") {
-    TC_RETURN_IF_ERROR(Expect(spec, true, "INPUT0", TRITONSERVER_TYPE_FP32));
-    TC_RETURN_IF_ERROR(Expect(spec, true, "DELAY_MS", TRITONSERVER_TYPE_UINT32));
-    TC_RETURN_IF_ERROR(Expect(spec, false, "OUTPUT0", TRITONSERVER_TYPE_FP32));
-    out->reset(new SlowBackend());
-  } else if (n == "fail") {
-    out->reset(new FailBackend());
-  } else if (n == "bytes_echo") {
-    TC_RETURN_IF_ERROR(Expect(spec, true, "INPUT0", TRITONSERVER_TYPE_BYTES));
-    TC_RETURN_IF_ERROR(Expect(spec, false, "OUTPUT0", TRITONSERVER_TYPE_BYTES));
-    out->reset(new BytesEchoBackend());
-  } else {
-    return Err(
-        TRITONSERVER_ERROR_INTERNAL,
-        "test core: python model '" + n +
-            "' has no native implementation (known python models: add_sub, "
-            "repeat_int32, slow, fail, bytes_echo)");
-  }
-  if (spec.decoupled != wants_decoupled) {
-    out->reset();
-    return Err(
-        TRITONSERVER_ERROR_INTERNAL,
-        "test core: python model '" + n + "' must " +
-            (wants_decoupled ? "" : "not ") +
-            "use model_transaction_policy { decoupled: true }");
-  }
-  return Status();
-}
-
 }  // namespace
 
 Status
-CreateBackend(const ModelSpec& spec, std::unique_ptr<Backend>* out)
+CreateBackend(const BackendArgs& args, std::unique_ptr<Backend>* out)
 {
+  const ModelSpec& spec = *args.spec;
+  if (spec.platform == "ensemble") {
+    return CreateEnsembleBackend(args, out);
+  }
   if (spec.backend == "identity") {
     if (spec.decoupled) {
       return Err(
@@ -1008,7 +902,7 @@ CreateBackend(const ModelSpec& spec, std::unique_ptr<Backend>* out)
     return Status();
   }
   if (spec.backend == "python") {
-    return CreatePythonBackend(spec, out);
+    return CreatePythonBackend(args, out);
   }
   return Err(
       TRITONSERVER_ERROR_INVALID_ARG,

@@ -563,20 +563,37 @@ ServerCore::CreateModel(
     const ModelInfo& info, int64_t version, std::shared_ptr<Model>* out)
 {
   PMsg config = info.config;
-  if (config.Str("backend").empty()) {
-    if (config.Str("platform") == "ensemble") {
-      return Err(
-          TRITONSERVER_ERROR_UNSUPPORTED,
-          "test core: ensemble models are not supported");
-    }
+  const bool ensemble = config.Str("platform") == "ensemble";
+  if (config.Str("backend").empty() && !ensemble) {
     return Err(
         TRITONSERVER_ERROR_INVALID_ARG,
         "must specify 'backend' for '" + config.Str("name") + "'");
   }
-  TC_RETURN_IF_ERROR(NormalizeAndValidateInstanceGroups(&config));
-  ModelSpec spec = SpecFromConfig(config);
+  if (!opts.strict_model_config && config.Str("backend") == "python") {
+    // The python backend lets the model complete its own configuration.
+    TC_RETURN_IF_ERROR(PythonAutoCompleteConfig(info.path, version, &config));
+    TC_RETURN_IF_ERROR(NormalizeConfig(info.name, info.path, &config));
+    TC_RETURN_IF_ERROR(ValidateConfig(config));
+    TC_RETURN_IF_ERROR(ValidateIOConfig(config));
+  }
+  ModelSpec spec;
+  if (ensemble) {
+    // Ensembles have no instances of their own; a few scheduler threads let
+    // several ensemble requests be in flight at once.
+    spec = SpecFromConfig(config);
+    spec.instance_count = 4;
+  } else {
+    TC_RETURN_IF_ERROR(NormalizeAndValidateInstanceGroups(&config));
+    spec = SpecFromConfig(config);
+  }
   std::unique_ptr<Backend> backend;
-  TC_RETURN_IF_ERROR(CreateBackend(spec, &backend));
+  BackendArgs args;
+  args.spec = &spec;
+  args.config = &config;
+  args.model_path = info.path;
+  args.version = version;
+  args.server = shared_from_this();
+  TC_RETURN_IF_ERROR(CreateBackend(args, &backend));
   const uint64_t t0 = NowNs();
 
   Model* m = new Model();

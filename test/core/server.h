@@ -153,12 +153,31 @@ class ExecContext;
 class Backend {
  public:
   virtual ~Backend() = default;
-  // Runs one request. Must send exactly the responses the model makes:
-  // one FINAL response for a non-decoupled model; any number of responses
-  // then a FINAL flag for a decoupled one.
-  virtual void Execute(ExecContext* ctx) = 0;
+  // Runs the batch of requests the scheduler formed (one execution, as a
+  // Triton backend's ModelInstanceExecute). Must send exactly the responses
+  // the model makes for each request: one FINAL response for a
+  // non-decoupled model; any number of responses then a FINAL flag for a
+  // decoupled one.
+  virtual void Execute(const std::vector<ExecContext*>& batch) = 0;
 };
-Status CreateBackend(const ModelSpec& spec, std::unique_ptr<Backend>* out);
+// What a backend is created from (TRITONBACKEND_ModelInitialize's view).
+struct BackendArgs {
+  const ModelSpec* spec = nullptr;
+  const PMsg* config = nullptr;  // normalized configuration
+  std::string model_path;        // the model's directory
+  int64_t version = 0;
+  std::weak_ptr<ServerCore> server;  // ensembles send requests through it
+};
+Status CreateBackend(const BackendArgs& args, std::unique_ptr<Backend>* out);
+// The python backend (python_backend.cc): runs <version>/model.py in the
+// embedded CPython.
+Status CreatePythonBackend(const BackendArgs& args, std::unique_ptr<Backend>* out);
+// Calls TritonPythonModel.auto_complete_config when the model has one
+// (auto-complete on, i.e. strict_model_config false) and applies its changes.
+Status PythonAutoCompleteConfig(
+    const std::string& model_path, int64_t version, PMsg* config);
+// Ensembles (ensemble.cc): steps scheduled by input_map/output_map.
+Status CreateEnsembleBackend(const BackendArgs& args, std::unique_ptr<Backend>* out);
 
 // ---- scheduling ----
 struct Job {
@@ -407,6 +426,14 @@ class ExecContext {
   std::vector<std::vector<char>> owned;  // copies of input data
   std::vector<std::string> outputs_to_send;
   std::string id;
+  // What the python backend's InferenceRequest reports.
+  std::string parameters_json = "{}";  // request parameters as a JSON object
+  bool corr_is_string = false;
+  uint64_t corr_u = 0;
+  std::string corr_s;
+  uint32_t flags = 0;
+  uint64_t timeout_us = 0;
+  int64_t batch_size = 0;
   const TRITONSERVER_ResponseAllocator* allocator = nullptr;
   void* alloc_userp = nullptr;
   TRITONSERVER_InferenceResponseCompleteFn_t response_fn = nullptr;

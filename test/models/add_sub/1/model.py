@@ -1,5 +1,4 @@
 # add_sub: OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1 (FP32 [4]).
-# The test core implements the same model natively; keep them in step.
 import json
 
 import triton_python_backend_utils as pb_utils

@@ -1,5 +1,4 @@
 # bytes_echo: OUTPUT0 carries the same byte strings as INPUT0.
-# The test core implements the same model natively.
 import triton_python_backend_utils as pb_utils
 
 

@@ -1,5 +1,5 @@
 # fail: every request gets an error response "fail model always fails"
-# (code INTERNAL). The test core implements the same model natively.
+# (code INTERNAL).
 import triton_python_backend_utils as pb_utils
 
 

@@ -2,7 +2,7 @@
 # carrying that element as OUT [1]; then the FINAL flag without a response.
 # Optional DELAY_MS waits before each response. When the request is
 # cancelled it stops and sends a CANCELLED error ("request cancelled") as the
-# final response. The test core implements the same model natively.
+# final response.
 import time
 
 import numpy as np

@@ -1,6 +1,5 @@
 # slow: OUTPUT0 = INPUT0 after sleeping DELAY_MS milliseconds in ~5 ms
 # steps. A cancelled request gets a CANCELLED error "request cancelled".
-# The test core implements the same model natively.
 import time
 
 import triton_python_backend_utils as pb_utils
