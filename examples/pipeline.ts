@@ -22,7 +22,8 @@ await using server = await Server.start({
   modelLoadRetryCount: 0, // a model that fails to load fails at once instead of being retried
   log: { info: false },
 });
-// Loading the ensemble loads the models of its steps too.
+// The ensemble's steps first, then the ensemble that chains them.
+await Promise.all([server.loadModel('preprocess'), server.loadModel('classifier')]);
 const pipeline = await server.loadModel('pipeline');
 const labels = (await readFile(`${modelRepository}/classifier/labels.txt`, 'utf8')).trim().split('\n');
 

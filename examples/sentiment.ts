@@ -48,7 +48,13 @@ await Promise.all(
     model.infer({ inputs: { TEXT: { shape: [1, 1], data: [texts[i % texts.length]!] } } }),
   ),
 );
-const after = counts(await model.statistics());
+// Triton records statistics just after a batch's responses are sent, so the
+// last ones may land a moment after the last response: wait for them.
+let after = counts(await model.statistics());
+for (let tries = 0; after.requests - before.requests < BURST && tries < 200; tries++) {
+  await new Promise((resolve) => setTimeout(resolve, 10));
+  after = counts(await model.statistics());
+}
 const requests = after.requests - before.requests;
 const executions = after.executions - before.executions;
 console.log(`burst: ${requests} requests in ${executions} executions (${(requests / executions).toFixed(1)} per execution)`);

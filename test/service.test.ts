@@ -49,6 +49,25 @@ async function post(url: string, body: string | Uint8Array, contentType: string)
   return { status: response.status, body: (await response.json()) as Record<string, unknown> };
 }
 
+/**
+ * A POST that announces a body of `contentLength` bytes but sends none: a
+ * server that refuses the size answers at once (413) from the header alone.
+ */
+function postAnnounced(url: string, contentLength: number, contentType: string): Promise<{ status: number; body: Record<string, unknown> }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(url, { method: 'POST', agent: false, headers: { 'content-type': contentType, 'content-length': contentLength } }, (res) => {
+      let text = '';
+      res.on('data', (chunk: Buffer) => (text += chunk.toString()));
+      res.on('end', () => {
+        req.destroy();
+        resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) as Record<string, unknown> });
+      });
+    });
+    req.on('error', reject);
+    req.flushHeaders();
+  });
+}
+
 const scoresBody = z.object({ scores: z.array(z.number().min(-1).max(1)) });
 const top5Body = z.object({ top5: z.array(z.object({ label: z.string(), probability: z.number() })).length(5) });
 
@@ -91,7 +110,13 @@ describe('service over HTTP', () => {
       if (first === 'what a wonderful day' || first === 'fine') expect(scores[0]).toBeGreaterThan(0);
       else expect(scores[0]).toBeLessThan(0);
     }
-    const after = (await (await fetch(`${service.url}/v1/stats`)).json()) as typeof before;
+    // Triton records a batch's statistics just after sending its responses:
+    // poll until all 128 requests are counted.
+    let after = (await (await fetch(`${service.url}/v1/stats`)).json()) as typeof before;
+    while (after.text_processor!.inference_count - before.text_processor!.inference_count < 128) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      after = (await (await fetch(`${service.url}/v1/stats`)).json()) as typeof before;
+    }
     const requests = after.text_processor!.inference_count - before.text_processor!.inference_count;
     const executions = after.text_processor!.execution_count - before.text_processor!.execution_count;
     expect(requests).toBe(128);
@@ -137,12 +162,15 @@ describe('service over HTTP', () => {
     expect(tooMany.status).toBe(400);
     expect(tooMany.body.error).toBe('texts: at most 256 per request (got 257)');
 
-    const tooLarge = await post(sentiment, JSON.stringify({ texts: ['x'.repeat(5 * 1024 * 1024)] }), 'application/json');
+    const tooLarge = await postAnnounced(sentiment, 5 * 1024 * 1024, 'application/json');
     expect(tooLarge.status).toBe(413);
     expect(tooLarge.body.error).toMatch(/body/i);
 
     const wrongType = await post(sentiment, 'hello', 'text/plain');
     expect(wrongType.status).toBe(415);
+    expect(wrongType.body.error).toBe('content-type: expected application/json, got text/plain');
+    const jsonImage = await post(`${service.url}/v1/classify`, '{}', 'application/json');
+    expect(jsonImage.status).toBe(415);
 
     const notAnImage = await post(`${service.url}/v1/classify`, new TextEncoder().encode('not a jpeg'), 'image/jpeg');
     expect(notAnImage.status).toBe(400);
@@ -162,10 +190,10 @@ describe('service over HTTP', () => {
 });
 
 describe('service shutdown', () => {
-  it('on SIGTERM finishes the request in flight, refuses new ones, stops Triton and exits 0', async () => {
+  it('on SIGTERM finishes the request in flight, stops Triton and exits 0; nothing listens afterwards', async () => {
     const service = await startService();
     const { port } = new URL(service.url);
-    const body = JSON.stringify({ texts: ['a lovely ending', 'a bad ending'] });
+    const body = JSON.stringify({ texts: ['a wonderful ending', 'a bad ending'] });
     // Expect: 100-continue — the server's "100 Continue" proves it has the
     // request; the body follows only after SIGTERM has been handled.
     const answer = new Promise<{ status: number; body: string }>((resolve, reject) => {

@@ -60,6 +60,7 @@ export interface Service {
   close(): Promise<void>;
 }
 
+const IMAGE_TYPES = ['image/jpeg', 'image/png', 'image/webp', 'application/octet-stream'];
 const sentimentBody = z.object({ texts: z.array(z.string().max(100_000)).min(1) }).strict();
 const rawImageQuery = z.object({
   width: z.coerce.number().int().positive(),
@@ -73,6 +74,14 @@ class HttpError extends Error {
     message: string,
   ) {
     super(message);
+  }
+}
+
+/** 415 unless the body has the given media type. */
+function expectContentType(request: FastifyRequest, ...types: string[]): void {
+  const type = (request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+  if (!types.includes(type)) {
+    throw new HttpError(415, `content-type: expected ${types.join(' or ')}, got ${type || 'none'}`);
   }
 }
 
@@ -103,6 +112,14 @@ async function loadSentimentModel(server: Server, repository: string, name: stri
   return server.loadModel(name, { config });
 }
 
+/** Loads a model; for an ensemble, the models of its steps first. */
+async function loadWithSteps(server: Server, repository: string, name: string): Promise<Model> {
+  const config = parseModelConfig(await readFile(join(repository, name, 'config.pbtxt'), 'utf8'));
+  const steps = config.ensemble_scheduling?.step ?? [];
+  await Promise.all(steps.map((step) => server.loadModel(step.model_name)));
+  return server.loadModel(name);
+}
+
 export async function buildService(input: ServiceOptions = {}): Promise<Service> {
   const options = serviceOptionsSchema.parse(input);
   const labels = (await readFile(options.labelsFile ?? join(options.modelRepository, 'classifier', 'labels.txt'), 'utf8'))
@@ -121,7 +138,7 @@ export async function buildService(input: ServiceOptions = {}): Promise<Service>
   let classifier: Model;
   try {
     sentiment = await loadSentimentModel(server, options.modelRepository, options.sentimentModel, options.dynamicBatching);
-    classifier = await server.loadModel(options.classifyModel);
+    classifier = await loadWithSteps(server, options.modelRepository, options.classifyModel);
   } catch (error) {
     await server.stop();
     throw error;
@@ -130,7 +147,7 @@ export async function buildService(input: ServiceOptions = {}): Promise<Service>
   const app = Fastify({ logger: options.logger, bodyLimit: options.bodyLimitBytes });
   // Image bodies arrive as one Buffer; JSON keeps Fastify's own parser.
   app.addContentTypeParser(
-    ['image/jpeg', 'image/png', 'image/webp', 'application/octet-stream'],
+    IMAGE_TYPES,
     { parseAs: 'buffer' },
     (_request: FastifyRequest, body: Buffer, done: (error: Error | null, body?: Buffer) => void) => done(null, body),
   );
@@ -149,6 +166,7 @@ export async function buildService(input: ServiceOptions = {}): Promise<Service>
   });
 
   app.post('/v1/sentiment', async (request, reply) => {
+    expectContentType(request, 'application/json');
     const { texts } = sentimentBody.parse(request.body);
     if (texts.length > options.maxTexts) throw new HttpError(400, `texts: at most ${options.maxTexts} per request (got ${texts.length})`);
     const signal = clientGone(reply);
@@ -161,6 +179,7 @@ export async function buildService(input: ServiceOptions = {}): Promise<Service>
   });
 
   app.post('/v1/classify', async (request, reply) => {
+    expectContentType(request, ...IMAGE_TYPES);
     const body = request.body;
     if (!Buffer.isBuffer(body) || body.length === 0) throw new HttpError(400, 'body: an image is required');
     let pixels: Uint8Array;
@@ -224,6 +243,11 @@ export async function buildService(input: ServiceOptions = {}): Promise<Service>
   });
 
   let closing: Promise<void> | undefined;
+  // While closing, answers end their keep-alive connection, so a client's
+  // idle connection does not hold the shutdown up until it times out.
+  app.addHook('onSend', async (_request, reply) => {
+    if (closing) reply.header('connection', 'close');
+  });
   const close = () =>
     (closing ??= (async () => {
       try {
