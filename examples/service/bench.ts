@@ -1,15 +1,16 @@
 // bench.ts — load-tests POST /v1/sentiment with autocannon, the way the
 // Flask-vs-Triton guides do: the service with Triton's dynamic batching on,
 // the same service with it off (text_processor loaded with a config override
-// without dynamic_batching), and — when Flask is installed — the same scoring
-// code behind Flask. Prints a Markdown table of requests/s and p99 latency
-// per connection count.
+// without dynamic_batching), and — when Flask and gunicorn are installed —
+// the same scoring code behind Flask + gunicorn. Prints a Markdown table of
+// requests/s and p99 latency per connection count.
 //
 //   node --import tsx examples/service/bench.ts [seconds per run, default 10] [connections, default 1,8,32,64]
 //
 // Uses the library the service finds (TRITONSERVER_LIBRARY, ...). A
 // measurement, not a test: numbers depend on the machine.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 
@@ -59,13 +60,19 @@ const service = (dynamicBatching: boolean): Target => ({
   ready: /listening on (http:\/\/\S+)/,
 });
 const targets: Target[] = [service(true), service(false)];
-if (spawnSync('python3', ['-c', 'import flask'], { stdio: 'ignore' }).status === 0) {
+// The Flask baseline runs as Flask apps run in production: under gunicorn,
+// one sync worker per core. Any python3 on the PATH or Debian's that has
+// both flask and gunicorn will do.
+const python = ['python3', '/usr/bin/python3'].find(
+  (candidate) => spawnSync(candidate, ['-c', 'import flask, gunicorn'], { stdio: 'ignore' }).status === 0,
+);
+if (python) {
   targets.push({
-    name: 'Flask (threaded dev server), same scoring code',
-    command: 'python3',
-    args: [`${here}flask_app.py`],
-    env: { PORT: '5099' },
-    ready: /Running on (http:\/\/127\.0\.0\.1:\d+)/,
+    name: `Flask + gunicorn (${availableParallelism()} sync workers), same scoring code`,
+    command: python,
+    args: ['-m', 'gunicorn', '--chdir', here, '-w', String(availableParallelism()), '-b', '127.0.0.1:5099', 'flask_app:app'],
+    env: {},
+    ready: /Listening at: (http:\/\/127\.0\.0\.1:\d+)/,
   });
 }
 

@@ -3,10 +3,11 @@
 A typical Flask model endpoint: it imports the model code and scores each
 HTTP request on its own (no batching across requests). It uses the very
 scoring code of examples/model_repository/text_processor/1/model.py, so the
-benchmark compares serving, not models. Only bench.ts starts it, and only
-when Flask is installed:
+benchmark compares serving, not models. bench.ts starts it under gunicorn
+when Flask and gunicorn are installed (Debian: python3-flask python3-gunicorn):
 
-    python3 examples/service/flask_app.py        (PORT, default 5000)
+    python3 -m gunicorn --chdir examples/service -w 2 -b 127.0.0.1:5000 flask_app:app
+    python3 examples/service/flask_app.py       (Flask's dev server; PORT, default 5000)
 """
 import importlib.util
 import os
@@ -15,6 +16,7 @@ import types
 
 import numpy as np
 from flask import Flask, jsonify, request
+from werkzeug.serving import WSGIRequestHandler
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODEL_DIR = os.path.join(HERE, "..", "model_repository", "text_processor")
@@ -43,5 +45,8 @@ def sentiment():
 
 
 if __name__ == "__main__":
-    # Flask's own threaded server, as most such endpoints start out.
+    # Flask's own threaded server, as most such endpoints start out, with
+    # keep-alive on (its default HTTP/1.0 closes every connection, and the
+    # benchmark would measure reconnects).
+    WSGIRequestHandler.protocol_version = "HTTP/1.1"
     app.run(host="127.0.0.1", port=int(os.environ.get("PORT", "5000")), threaded=True)
