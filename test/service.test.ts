@@ -10,6 +10,7 @@ import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { buildService, type Service } from '../examples/service/server.js';
+import { formatModelConfig, parseModelConfig } from '../lib/index.js';
 import { REPO_ROOT } from './helpers.js';
 
 const SERVER = resolve(REPO_ROOT, 'examples/service/server.ts');
@@ -237,9 +238,14 @@ describe('service error mapping (in-process)', () => {
   let repository: string;
   let service: Service | undefined;
   beforeAll(async () => {
-    // The example repository with a text_processor whose model answers with an error.
+    // The example repository with a text_processor whose model answers with
+    // an error. Without its warmup: Triton runs warmup samples at load, and a
+    // failing one fails the load.
     repository = await mkdtemp(join(tmpdir(), 'service-test-'));
     await cp(REPOSITORY, repository, { recursive: true });
+    const configPath = join(repository, 'text_processor/config.pbtxt');
+    const { model_warmup: _warmup, ...config } = parseModelConfig(await readFile(configPath, 'utf8'));
+    await writeFile(configPath, formatModelConfig(config));
     await writeFile(
       join(repository, 'text_processor/1/model.py'),
       [

@@ -112,7 +112,10 @@ async function loadSentimentModel(server: Server, repository: string, name: stri
   return server.loadModel(name, { config });
 }
 
-/** Loads a model; for an ensemble, the models of its steps first. */
+/**
+ * Loads a model; for an ensemble, the models of its steps first (Triton would
+ * load them with it; first, their load errors name them).
+ */
 async function loadWithSteps(server: Server, repository: string, name: string): Promise<Model> {
   const config = parseModelConfig(await readFile(join(repository, name, 'config.pbtxt'), 'utf8'));
   const steps = config.ensemble_scheduling?.step ?? [];
