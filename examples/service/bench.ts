@@ -61,16 +61,17 @@ const service = (dynamicBatching: boolean): Target => ({
 });
 const targets: Target[] = [service(true), service(false)];
 // The Flask baseline runs as Flask apps run in production: under gunicorn,
-// one sync worker per core. Any python3 on the PATH or Debian's that has
+// one worker per core, threaded workers (sync workers close every
+// connection, and autocannon would count the resets as errors). Any python3 on the PATH or Debian's that has
 // both flask and gunicorn will do.
 const python = ['python3', '/usr/bin/python3'].find(
   (candidate) => spawnSync(candidate, ['-c', 'import flask, gunicorn'], { stdio: 'ignore' }).status === 0,
 );
 if (python) {
   targets.push({
-    name: `Flask + gunicorn (${availableParallelism()} sync workers), same scoring code`,
+    name: `Flask + gunicorn (${availableParallelism()} workers × 4 threads), same scoring code`,
     command: python,
-    args: ['-m', 'gunicorn', '--chdir', here, '-w', String(availableParallelism()), '-b', '127.0.0.1:5099', 'flask_app:app'],
+    args: ['-m', 'gunicorn', '--chdir', here, '-w', String(availableParallelism()), '-k', 'gthread', '--threads', '4', '-b', '127.0.0.1:5099', 'flask_app:app'],
     env: {},
     ready: /Listening at: (http:\/\/127\.0\.0\.1:\d+)/,
   });

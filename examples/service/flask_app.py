@@ -6,7 +6,7 @@ scoring code of examples/model_repository/text_processor/1/model.py, so the
 benchmark compares serving, not models. bench.ts starts it under gunicorn
 when Flask and gunicorn are installed (Debian: python3-flask python3-gunicorn):
 
-    python3 -m gunicorn --chdir examples/service -w 2 -b 127.0.0.1:5000 flask_app:app
+    python3 -m gunicorn --chdir examples/service -w 2 -k gthread --threads 4 -b 127.0.0.1:5000 flask_app:app
     python3 examples/service/flask_app.py       (Flask's dev server; PORT, default 5000)
 """
 import importlib.util
