@@ -3,7 +3,8 @@
 // uses, and prints what its header promises. Every config.pbtxt under
 // examples/ is valid for the package's config checks.
 import { execFile } from 'node:child_process';
-import { readdir, readFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
@@ -65,6 +66,28 @@ describe('examples/model_repository', () => {
     const npy = await readFile(join(REPOSITORY, 'classifier/1/weights.npy'));
     expect(npy.subarray(0, 6).toString('latin1')).toBe('\x93NUMPY');
     expect(npy.toString('latin1', 10, 10 + npy.readUInt16LE(8))).toContain(`'shape': (4, ${labels.length})`);
+  });
+});
+
+describe('text_processor with a transformers pipeline', () => {
+  it('scores with pipeline("sentiment-analysis") over hf_model_dir when transformers imports', async () => {
+    // A stand-in transformers package (PYTHONPATH) and an empty "model directory".
+    const modelDir = await mkdtemp(join(tmpdir(), 'hf-model-'));
+    try {
+      const { stdout } = await run(
+        process.execPath,
+        ['--import', 'tsx', resolve(REPO_ROOT, 'test/fixtures/hf-sentiment.ts'), modelDir],
+        {
+          cwd: REPO_ROOT,
+          timeout: 60_000,
+          env: { ...process.env, PYTHONPATH: resolve(REPO_ROOT, 'test/fixtures/fake-transformers') },
+        },
+      );
+      // The stand-in's answers (POSITIVE 0.875 / NEGATIVE 0.625), not the lexicon's.
+      expect(stdout.trim()).toBe('0.875,-0.625');
+    } finally {
+      await rm(modelDir, { recursive: true, force: true });
+    }
   });
 });
 
