@@ -190,45 +190,61 @@ describe('service over HTTP', () => {
   });
 });
 
+/**
+ * A POST with `Expect: 100-continue`: `accepted` resolves on the server's
+ * "100 Continue" (the server has the request), and the body is sent only
+ * when `send()` is called.
+ */
+function heldRequest(port: string, path: string, body: string) {
+  let send!: () => void;
+  let accepted!: () => void;
+  const acceptedPromise = new Promise<void>((resolve) => (accepted = resolve));
+  const answer = new Promise<{ status: number; body: string }>((resolve, reject) => {
+    const req = httpRequest(
+      {
+        host: '127.0.0.1',
+        port,
+        method: 'POST',
+        path,
+        agent: false,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), expect: '100-continue' },
+      },
+      (res) => {
+        let text = '';
+        res.on('data', (chunk: Buffer) => (text += chunk.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+      },
+    );
+    req.on('error', reject);
+    req.on('continue', () => accepted());
+    send = () => req.end(body);
+    req.flushHeaders();
+  });
+  return { accepted: acceptedPromise, send: () => send(), answer };
+}
+
 describe('service shutdown', () => {
-  it('on SIGTERM finishes the request in flight, stops Triton and exits 0; nothing listens afterwards', async () => {
+  it('on SIGTERM finishes the requests in flight, stops Triton and exits 0; nothing listens afterwards', async () => {
     const service = await startService();
     const { port } = new URL(service.url);
-    const body = JSON.stringify({ texts: ['a wonderful ending', 'a bad ending'] });
-    // Expect: 100-continue — the server's "100 Continue" proves it has the
-    // request; the body follows only after SIGTERM has been handled.
-    const answer = new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const req = httpRequest(
-        {
-          host: '127.0.0.1',
-          port,
-          method: 'POST',
-          path: '/v1/sentiment',
-          headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), expect: '100-continue' },
-        },
-        (res) => {
-          let text = '';
-          res.on('data', (chunk: Buffer) => (text += chunk.toString()));
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
-        },
-      );
-      req.on('error', reject);
-      req.on('continue', () => {
-        service.child.kill('SIGTERM');
-        const sent = setInterval(() => {
-          if (!service.stdout().includes('SIGTERM: finishing requests in flight')) return;
-          clearInterval(sent);
-          req.end(body);
-        }, 10);
-      });
-      req.flushHeaders();
-    });
+    const texts = ['a wonderful ending', 'a bad ending', 'great', 'awful'];
+    const held = texts.map((text) => heldRequest(port, '/v1/sentiment', JSON.stringify({ texts: [text, text] })));
+    await Promise.all(held.map((h) => h.accepted));
 
-    const { status, body: text } = await answer;
-    expect(status).toBe(200);
-    const { scores } = scoresBody.parse(JSON.parse(text));
-    expect(scores[0]).toBeGreaterThan(0);
-    expect(scores[1]).toBeLessThan(0);
+    service.child.kill('SIGTERM');
+    while (!service.stdout().includes('SIGTERM: finishing requests in flight')) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    for (const h of held) h.send(); // the bodies arrive while the service is shutting down
+
+    const answers = await Promise.all(held.map((h) => h.answer));
+    answers.forEach(({ status, body }, i) => {
+      expect(status).toBe(200);
+      const { scores } = scoresBody.parse(JSON.parse(body));
+      expect(scores).toHaveLength(2);
+      if (i % 2 === 0) expect(scores[0]).toBeGreaterThan(0);
+      else expect(scores[0]).toBeLessThan(0);
+    });
     expect(await service.exited).toBe(0);
     await expect(fetch(`${service.url}/healthz/live`)).rejects.toThrow();
   }, 60_000);
