@@ -39,7 +39,7 @@ describe('model.config()', () => {
       const config = await model.config();
       const file = parseModelConfig(await readFile(join(MODELS, name, 'config.pbtxt'), 'utf8'));
       expect(config.name).toBe(name);
-      expect(config.backend).toBe(file.backend);
+      expect(config.backend).toBe(file.backend ?? ''); // '' for an ensemble
       expect(config.max_batch_size).toBe(file.max_batch_size ?? 0);
       expect(config.input?.map((i) => [i.name, i.data_type, i.dims])).toEqual(file.input?.map((i) => [i.name, i.data_type, i.dims]));
       expect(config.output?.map((o) => [o.name, o.data_type, o.dims])).toEqual(file.output?.map((o) => [o.name, o.data_type, o.dims]));

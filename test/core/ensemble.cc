@@ -10,10 +10,12 @@
 // "in ensemble '<name>', " as Triton does. Cancelling the ensemble request
 // cancels its running steps.
 //
-// Differences from Triton: the step models are looked up when a request
-// runs, not loaded along with the ensemble (load them first in explicit
-// mode); a step model must send one response per request (decoupled steps
-// are not supported); tensors are copied between steps.
+// Loading an ensemble loads its step models first (repository.cc,
+// LoadModelLocked); each request looks them up again (latest ready version
+// unless the step names one). Differences from Triton: a step model must
+// send one response per request (decoupled steps are not supported);
+// tensors are copied between steps; steps are not validated against the
+// step models' configurations at load time.
 #include <chrono>
 #include <condition_variable>
 

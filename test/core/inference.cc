@@ -606,7 +606,7 @@ Process(const std::vector<Job>& jobs)
     const Job* job;
     uint64_t request_start_ns;
     int64_t batch;
-    ExecContext ctx;
+    std::shared_ptr<ExecContext> ctx = std::make_shared<ExecContext>();
   };
   std::vector<std::unique_ptr<Item>> items;
   for (const Job& job : jobs) {
@@ -639,7 +639,7 @@ Process(const std::vector<Job>& jobs)
     item->job = &job;
     item->request_start_ns = r->request_start_ns;
     item->batch = std::max<int64_t>(1, r->batch_size);
-    ExecContext& ctx = item->ctx;
+    ExecContext& ctx = *item->ctx;
     FillContext(&ctx, r);
     ctx.outputs_to_send = r->outputs_to_send;
     ctx.compute_start_ns = start_ns;
@@ -685,13 +685,13 @@ Process(const std::vector<Job>& jobs)
       ReleaseRequest(item->r);  // the request belongs to the caller from here
       item->r = nullptr;
     }
-    batch.push_back(&item->ctx);
+    batch.push_back(item->ctx.get());
     batch_total += item->batch;
   }
   model->backend->Execute(batch);
   for (auto& item : items) {
-    if (!item->ctx.final_sent) {
-      item->ctx.SendFlags(TRITONSERVER_RESPONSE_COMPLETE_FINAL);
+    if (!item->ctx->detached && !item->ctx->final_sent) {
+      item->ctx->SendFlags(TRITONSERVER_RESPONSE_COMPLETE_FINAL);
     }
     if (!decoupled) {
       ReleaseRequest(item->r);
@@ -703,7 +703,7 @@ Process(const std::vector<Job>& jobs)
   std::lock_guard<std::mutex> lk(model->stats.mu);
   ModelStats& st = model->stats;
   st.execution_count++;
-  const ExecContext& first = items.front()->ctx;
+  const ExecContext& first = *items.front()->ctx;
   BatchStat& bs = st.batch[static_cast<uint64_t>(batch_total)];
   bs.count++;
   bs.input_ns += first.compute_input_end_ns - start_ns;
@@ -713,10 +713,11 @@ Process(const std::vector<Job>& jobs)
     model->metrics->exec++;
   }
   for (const auto& item : items) {
-    const ExecContext& ctx = item->ctx;
+    const ExecContext& ctx = *item->ctx;
     const uint64_t request_start_ns = item->request_start_ns;
     const uint64_t batch = static_cast<uint64_t>(item->batch);
-    if (!ctx.any_error) {
+    // A detached context is still sending: read only what it fixed before.
+    if (!(ctx.detached ? ctx.detached_any_error : ctx.any_error)) {
       st.success.Add(end_ns - request_start_ns);
       st.queue.Add(start_ns - item->job->enqueue_ns);
       st.compute_input.Add(ctx.compute_input_end_ns - start_ns);

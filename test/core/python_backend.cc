@@ -16,8 +16,9 @@
 // and imported helper modules are shared. The GIL is taken per execution
 // on the instance's worker thread. The interpreter is never finalized
 // (finalizing with other threads possibly inside Python is not safe).
-// Responses must be sent before execute() returns: a sender used after that
-// raises. Tensors are copied between the test core and numpy.
+// A decoupled model may keep sending from its own threads after execute()
+// returns, until the FINAL flag; a non-decoupled one must answer within
+// execute(). Tensors are copied between the test core and numpy.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <dlfcn.h>
@@ -120,7 +121,13 @@ DataTypeFromProtocol(const std::string& s)
 // ---- a request as the Python side holds it ----
 struct RequestHandle {
   std::mutex mu;
-  ExecContext* ctx = nullptr;  // null once execute() returned
+  // The request's context while responses may be sent: during execute(),
+  // and for a decoupled model until its FINAL flag (then 'retained' keeps
+  // the context, and with it the model, alive, as Triton's response
+  // factory does).
+  ExecContext* ctx = nullptr;
+  std::shared_ptr<ExecContext> retained;
+  bool final_done = false;
   std::shared_ptr<RequestShared> shared;
   bool decoupled = false;
 };
@@ -226,26 +233,35 @@ NativeSend(PyObject*, PyObject* args)
   std::string error;
   // Callbacks run without the GIL: nothing they do can wait on Python.
   Py_BEGIN_ALLOW_THREADS
+  std::shared_ptr<ExecContext> done;
   {
     std::lock_guard<std::mutex> lk(h->mu);
     ExecContext* ctx = h->ctx;
     const bool final = (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0;
-    if (ctx == nullptr) {
-      error =
-          "test core: responses must be sent before execute() returns (the "
-          "request is complete)";
-    } else if (ctx->final_sent) {
+    if (h->final_done) {
       error = "Unable to send response. Response sender has been closed.";
+    } else if (ctx == nullptr) {
+      error =
+          "test core: the request is complete; its responses can no longer "
+          "be sent";
     } else if (!h->decoupled && (!final || !has_response)) {
       error =
           "Non-decoupled model must send exactly one response, with the "
           "TRITONSERVER_RESPONSE_COMPLETE_FINAL flag";
-    } else if (has_response) {
-      ctx->Send(std::move(outs), status, flags);
     } else {
-      ctx->SendFlags(flags);
+      if (has_response) {
+        ctx->Send(std::move(outs), status, flags);
+      } else {
+        ctx->SendFlags(flags);
+      }
+      if (final) {
+        h->final_done = true;
+        h->ctx = nullptr;
+        done = std::move(h->retained);
+      }
     }
   }
+  done.reset();  // may be the last reference to the model
   Py_END_ALLOW_THREADS
   if (!error.empty()) {
     return PyUnicode_FromString(error.c_str());
@@ -487,17 +503,37 @@ class PythonBackend : public Backend {
         h->shared = c->shared;
         h->decoupled = decoupled_;
         handles.push_back(h);
-        PyList_SET_ITEM(
-            requests.get(), static_cast<Py_ssize_t>(i), RequestTuple(c, h));
+        PyObject* tuple = RequestTuple(c, h);
+        if (tuple == nullptr) {  // e.g. a BYTES parameter that is not UTF-8
+          failure = "cannot pass the request to Python: " + TakePythonError();
+          Py_INCREF(Py_None);
+          tuple = Py_None;
+        }
+        PyList_SET_ITEM(requests.get(), static_cast<Py_ssize_t>(i), tuple);
       }
-      PyObject* result = PyObject_CallFunction(
-          rt.execute, "OsOi", PyList_GET_ITEM(instances_, idx), name_.c_str(),
-          requests.get(), decoupled_ ? 1 : 0);
+      Ref value(
+          failure.empty()
+              ? RunnerResult(
+                    PyObject_CallFunction(
+                        rt.execute, "OsOi", PyList_GET_ITEM(instances_, idx),
+                        name_.c_str(), requests.get(), decoupled_ ? 1 : 0),
+                    &failure)
+              : nullptr);
       for (auto& h : handles) {
         std::lock_guard<std::mutex> lk(h->mu);
-        h->ctx = nullptr;
+        ExecContext* c = h->ctx;
+        if (decoupled_ && failure.empty() && c != nullptr && !c->final_sent) {
+          // The model sends the rest later (e.g. from its own thread).
+          if (c->compute_output_start_ns == 0) {
+            c->compute_output_start_ns = NowNs();
+          }
+          c->detached_any_error = c->any_error;
+          c->detached = true;
+          h->retained = c->shared_from_this();
+        } else {
+          h->ctx = nullptr;
+        }
       }
-      Ref value(RunnerResult(result, &failure));
       if (value && value.get() != Py_None) {
         Ref items(PySequence_Fast(value.get(), "outcomes"));
         for (Py_ssize_t i = 0; items && i < PySequence_Fast_GET_SIZE(items.get()); ++i) {
@@ -515,11 +551,11 @@ class PythonBackend : public Backend {
       }
     }
     Release(idx);
-    const std::string prefix = "Failed to process the request(s) for model instance '" +
+    const std::string prefix = "Failed to process the request(s) for model '" +
                                instance_names_[idx] + "', message: ";
     for (size_t i = 0; i < batch.size(); ++i) {
       ExecContext* c = batch[i];
-      if (c->final_sent) {
+      if (c->detached || c->final_sent) {
         continue;
       }
       if (!failure.empty()) {

@@ -887,6 +887,17 @@ ServerCore::LoadModel(
   }
   std::lock_guard<std::mutex> op(load_mu_);
   ReapThreads();
+  std::set<std::string> loading;
+  return LoadModelLocked(name, params, &loading);
+}
+
+Status
+ServerCore::LoadModelLocked(
+    const std::string& name,
+    const std::vector<const TRITONSERVER_Parameter*>& params,
+    std::set<std::string>* loading)
+{
+  loading->insert(name);
   PollResult r;
   PollOne(name, params, &r);
   if (!r.all_polled) {
@@ -895,6 +906,21 @@ ServerCore::LoadModel(
         "failed to load '" + name + "', failed to poll from model repository");
   }
   ModelInfo info = r.ok[name];
+  // Like Triton, loading an ensemble loads the models of its steps first.
+  if (const PMsg* es = info.config.Msg("ensemble_scheduling")) {
+    for (const PMsg& step : es->Msgs("step")) {
+      const std::string dep = step.Str("model_name");
+      if (dep.empty() || loading->count(dep) != 0 || !ReadyVersions(dep).empty()) {
+        continue;
+      }
+      Status s = LoadModelLocked(dep, {}, loading);
+      if (!s.ok()) {
+        return Err(
+            s.code(), "load failed for model '" + name + "': ensemble step model '" +
+                          dep + "' did not load: " + s.msg());
+      }
+    }
+  }
   bool needs_load = true;
   {
     std::lock_guard<std::mutex> lk(mu);

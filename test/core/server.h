@@ -303,6 +303,10 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
       const std::string& name,
       const std::vector<const TRITONSERVER_Parameter*>& params,
       PollResult* r);
+  Status LoadModelLocked(
+      const std::string& name,
+      const std::vector<const TRITONSERVER_Parameter*>& params,
+      std::set<std::string>* loading);  // load_mu_ held
   Status InitializeModelInfo(
       const std::string& name, const std::string& path,
       const std::vector<const TRITONSERVER_Parameter*>& params,
@@ -407,7 +411,7 @@ struct TRITONSERVER_InferenceResponse {
 namespace tc {
 
 // What a worker gives a native model while it runs one request.
-class ExecContext {
+class ExecContext : public std::enable_shared_from_this<ExecContext> {
  public:
   const ExecInput* Input(const std::string& name) const;
   bool IsCancelled() const { return shared->cancelled.load(); }
@@ -438,6 +442,12 @@ class ExecContext {
   void* alloc_userp = nullptr;
   TRITONSERVER_InferenceResponseCompleteFn_t response_fn = nullptr;
   void* response_userp = nullptr;
+  // Set (before Execute returns) by a decoupled backend that keeps sending
+  // this request's responses afterwards from a thread of its own (holding a
+  // shared_ptr to the context): the worker then leaves the FINAL flag to it
+  // and counts the request with detached_any_error.
+  bool detached = false;
+  bool detached_any_error = false;
   // Outcome for statistics.
   size_t responses_sent = 0;
   bool final_sent = false;
