@@ -22,9 +22,7 @@ await using server = await Server.start({
   modelLoadRetryCount: 0, // a model that fails to load fails at once instead of being retried
   log: { info: false },
 });
-// Triton loads an ensemble's steps along with it; loading them first keeps
-// their load errors apart from the ensemble's.
-await Promise.all([server.loadModel('preprocess'), server.loadModel('classifier')]);
+// Loading an ensemble loads the models of its steps too.
 const pipeline = await server.loadModel('pipeline');
 const labels = (await readFile(`${modelRepository}/classifier/labels.txt`, 'utf8')).trim().split('\n');
 

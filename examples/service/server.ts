@@ -112,17 +112,6 @@ async function loadSentimentModel(server: Server, repository: string, name: stri
   return server.loadModel(name, { config });
 }
 
-/**
- * Loads a model; for an ensemble, the models of its steps first (Triton would
- * load them with it; first, their load errors name them).
- */
-async function loadWithSteps(server: Server, repository: string, name: string): Promise<Model> {
-  const config = parseModelConfig(await readFile(join(repository, name, 'config.pbtxt'), 'utf8'));
-  const steps = config.ensemble_scheduling?.step ?? [];
-  await Promise.all(steps.map((step) => server.loadModel(step.model_name)));
-  return server.loadModel(name);
-}
-
 export async function buildService(input: ServiceOptions = {}): Promise<Service> {
   const options = serviceOptionsSchema.parse(input);
   const labels = (await readFile(options.labelsFile ?? join(options.modelRepository, 'classifier', 'labels.txt'), 'utf8'))
@@ -141,7 +130,7 @@ export async function buildService(input: ServiceOptions = {}): Promise<Service>
   let classifier: Model;
   try {
     sentiment = await loadSentimentModel(server, options.modelRepository, options.sentimentModel, options.dynamicBatching);
-    classifier = await loadWithSteps(server, options.modelRepository, options.classifyModel);
+    classifier = await server.loadModel(options.classifyModel); // an ensemble loads its steps too
   } catch (error) {
     await server.stop();
     throw error;
