@@ -6,6 +6,9 @@ import { defineConfig } from 'vitest/config';
 const testCore = resolve(import.meta.dirname, 'build/testcore/libtritonserver.so');
 
 export default defineConfig({
+  // Code under test that imports the package by name (examples/) gets the
+  // same lib/ modules as the tests, not a second copy from dist/.
+  resolve: { alias: { 'tritonserver-node': resolve(import.meta.dirname, 'lib/index.ts') } },
   test: {
     include: ['test/**/*.test.ts'],
     globalSetup: ['test/global-setup.ts'],
