@@ -97,12 +97,16 @@ export async function serveKServe(server: Server, options: ServeKServeOptions): 
   try {
     if (http !== undefined) {
       const handler = kserveHandler(server, protocol);
+      const timeouts = {
+        headersTimeout: http.headersTimeoutMs,
+        requestTimeout: http.requestTimeoutMs,
+        keepAliveTimeout: http.keepAliveTimeoutMs,
+        // How often Node looks for requests past those timeouts (its default, 30 s, is too lax).
+        connectionsCheckingInterval: Math.min(1000, http.headersTimeoutMs),
+      };
       const listener = http.tls !== undefined
-        ? createHttpsServer(http.tls as HttpsServerOptions, (req, res) => handler(req, res))
-        : createHttpServer((req, res) => handler(req, res));
-      listener.headersTimeout = http.headersTimeoutMs;
-      listener.requestTimeout = http.requestTimeoutMs;
-      listener.keepAliveTimeout = http.keepAliveTimeoutMs;
+        ? createHttpsServer({ ...(http.tls as HttpsServerOptions), ...timeouts }, (req, res) => handler(req, res))
+        : createHttpServer(timeouts, (req, res) => handler(req, res));
       const bound = await listen(listener, http.port, http.host);
       frontends.http = { ...bound, handler };
       started.push(async () => {
