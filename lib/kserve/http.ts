@@ -101,6 +101,11 @@ function readBody(req: IncomingMessage, limit: number, headerLength: number | un
   const pad = headerLength === undefined ? 0 : (8 - (headerLength % 8)) % 8;
   const declared = req.headers['content-length'] === undefined ? undefined : Number(req.headers['content-length']);
   return new Promise<Buffer>((resolve, reject) => {
+    if (req.readableEnded) {
+      // A body parser (express.json(), ...) ran first and took the stream.
+      reject(new HttpError(500, 'the request body was already consumed: mount the KServe handler before body parsers'));
+      return;
+    }
     if (declared !== undefined && declared > limit) {
       reject(tooLarge(declared));
       return;

@@ -14,6 +14,7 @@ import { parseOptions } from './shared.js';
 
 export { kserveHandler, httpStatus, type KServeHandler, type KServeHandlerOptions } from './http.js';
 export { grpcStatus, type GrpcFrontend } from './grpc.js';
+export { kserveFastifyPlugin, type FastifyInstanceLike } from './fastify.js';
 export {
   kserveProtocolOptionsSchema,
   serveKServeOptionsSchema,
