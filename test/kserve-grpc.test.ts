@@ -196,7 +196,7 @@ describe('gRPC ModelInfer', () => {
   });
 
   it('cancels the Triton request when the client cancels the call', async () => {
-    const before = (await server.model('slow').statistics())[0]?.inference_stats.success?.count ?? 0;
+    // 60 s is past the test timeout: only a cancelled request lets the test finish.
     const pending = new Promise<grpc.ServiceError>((resolve) => {
       const handle = (client.ModelInfer as (r: object, cb: (e: grpc.ServiceError | null) => void) => grpc.ClientUnaryCall).call(
         client,
@@ -204,7 +204,7 @@ describe('gRPC ModelInfer', () => {
           model_name: 'slow',
           inputs: [
             { name: 'INPUT0', datatype: 'FP32', shape: [1], contents: { fp32_contents: [1] } },
-            { name: 'DELAY_MS', datatype: 'UINT32', shape: [1], contents: { uint_contents: [20000] } },
+            { name: 'DELAY_MS', datatype: 'UINT32', shape: [1], contents: { uint_contents: [60000] } },
           ],
         },
         (error) => resolve(error as grpc.ServiceError),
@@ -218,7 +218,7 @@ describe('gRPC ModelInfer', () => {
     });
     expect((await pending).code).toBe(grpc.status.CANCELLED);
     while (liveObjects().requests > 0 || (frontends.grpc?.inFlight ?? 0) > 0) await new Promise((r) => setTimeout(r, 10));
-    expect((await server.model('slow').statistics())[0]?.inference_stats.success?.count ?? 0).toBe(before);
+    expect(liveObjects().requests).toBe(0);
   });
 });
 

@@ -142,12 +142,16 @@ describe('inference with JSON tensors', () => {
     });
     expect(status).toBe(200);
     expect(headers.get('content-type')).toBe('application/json');
-    expect(body).toEqual({
+    const { parameters, ...rest } = body as { parameters?: unknown };
+    expect(rest).toEqual({
       id: 'req-1',
       model_name: 'identity_fp32',
       model_version: '1',
       outputs: [{ name: 'OUTPUT0', datatype: 'FP32', shape: [2, 2], data: [1.5, 2, 3, -4.25] }],
     });
+    // Response parameters the backend sets (real Triton's identity backend sets some) pass through.
+    const direct = await server.model('identity_fp32').infer({ inputs: { INPUT0: { shape: [1, 1], data: new Float32Array(1) } } });
+    expect(parameters ?? {}).toEqual(direct.parameters);
   });
 
   it('carries BOOL, BYTES and INT32 as JSON values', async () => {
@@ -328,7 +332,9 @@ describe('generate', () => {
   it('maps JSON members to inputs and outputs to members', async () => {
     const { status, body } = await post('/v2/models/identity_int32/generate', { id: 'g', INPUT0: [7, 8] });
     expect(status).toBe(200);
-    expect(body).toEqual({ id: 'g', model_name: 'identity_int32', model_version: '1', OUTPUT0: [7, 8] });
+    const direct = await server.model('identity_int32').infer({ inputs: { INPUT0: { shape: [1, 1], data: new Int32Array(1) } } });
+    // Response parameters become members too, as in Triton.
+    expect(body).toEqual({ id: 'g', model_name: 'identity_int32', model_version: '1', ...direct.parameters, OUTPUT0: [7, 8] });
   });
 
   it('streams a decoupled model’s responses as server-sent events', async () => {
@@ -368,11 +374,11 @@ describe('metrics port', () => {
 
 describe('robustness', () => {
   it('cancels the Triton request when the client disconnects', async () => {
-    const before = (await server.model('slow').statistics())[0]?.inference_stats.success?.count ?? 0;
+    // 60 s is past the test timeout: only a cancelled request lets the test finish.
     const body = JSON.stringify({
       inputs: [
         { name: 'INPUT0', datatype: 'FP32', shape: [1], data: [1] },
-        { name: 'DELAY_MS', datatype: 'UINT32', shape: [1], data: [20000] },
+        { name: 'DELAY_MS', datatype: 'UINT32', shape: [1], data: [60000] },
       ],
     });
     await new Promise<void>((resolve) => {
@@ -387,10 +393,9 @@ describe('robustness', () => {
         }
       }, 5);
     });
-    // The slow model polls for cancellation: the request ends long before its 20 s.
+    // The slow model polls for cancellation; Triton then releases the request.
     while (liveObjects().requests > 0 || (frontends.http?.handler.inFlight ?? 0) > 0) await new Promise((r) => setTimeout(r, 10));
-    const after = (await server.model('slow').statistics())[0]?.inference_stats.success?.count ?? 0;
-    expect(after).toBe(before);
+    expect(liveObjects().requests).toBe(0);
   });
 
   it('maps the per-request timeout option to the request’s timeoutMs', async () => {
