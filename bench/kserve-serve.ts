@@ -2,10 +2,13 @@
  * Serves the KServe v2 protocol from this package for clients not written
  * here (tritonclient examples, perf_analyzer):
  *
- *   npx tsx bench/kserve-serve.ts [--http 8000] [--grpc 8001] [--metrics 8002] [model ...]
+ *   npx tsx bench/kserve-serve.ts [--http 8000] [--grpc 8001] [--metrics 8002] [--repository DIR]... [model ...]
  *
  * Repositories: test/models and bench/models (the tritonclient examples'
- * `simple`). Models named on the command line are loaded (default
+ * `simple`) unless given; bench/tritonclient-models has the decoupled
+ * `repeat_int32` simple_grpc_custom_repeat expects (it shadows
+ * test/models/repeat_int32, so serve it with --repository bench/models
+ * --repository bench/tritonclient-models). Models named on the command line are loaded (default
  * identity_fp32, repeat_int32, simple); repository control is on, so the
  * model-control examples work. TRITONSERVER_LIBRARY picks the library.
  */
@@ -15,12 +18,17 @@ import { Server } from '../lib/index.js';
 import { serveKServe } from '../lib/kserve/index.js';
 
 const { values, positionals } = parseArgs({
-  options: { http: { type: 'string', default: '8000' }, grpc: { type: 'string', default: '8001' }, metrics: { type: 'string', default: '8002' } },
+  options: {
+    http: { type: 'string', default: '8000' },
+    grpc: { type: 'string', default: '8001' },
+    metrics: { type: 'string', default: '8002' },
+    repository: { type: 'string', multiple: true },
+  },
   allowPositionals: true,
 });
 const root = resolve(import.meta.dirname, '..');
 const server = await Server.start({
-  modelRepository: [resolve(root, 'test/models'), resolve(root, 'bench/models')],
+  modelRepository: values.repository ?? [resolve(root, 'test/models'), resolve(root, 'bench/models')],
   modelControlMode: 'explicit',
   modelLoadRetryCount: 0,
   log: { info: false },

@@ -324,7 +324,25 @@ describe('inference with the binary tensor data extension', () => {
     expect(await send(ok.body, undefined)).toMatchObject({ status: 400 });
     expect(await send(ok.body, String(ok.body.byteLength + 5))).toMatchObject({ status: 400, error: expect.stringContaining('Inference-Header-Content-Length') });
     expect(await send(ok.body, 'abc')).toMatchObject({ status: 400 });
-    expect(await send(ok.body, '0')).toMatchObject({ status: 501 });
+  });
+
+  it('takes a raw binary request (header length 0): one input, shape from the size', async () => {
+    const response = await fetch(`${base}/v2/models/identity_fp32/infer`, {
+      method: 'POST',
+      headers: { 'Inference-Header-Content-Length': '0' },
+      body: Buffer.from(new Float32Array([1, 2, 3]).buffer),
+    });
+    expect(response.status).toBe(200);
+    const { header, rest } = await binaryResponse(response);
+    expect(header.outputs[0]).toMatchObject({ name: 'OUTPUT0', datatype: 'FP32', shape: [1, 3], parameters: { binary_data_size: 12 } });
+    expect([rest.readFloatLE(0), rest.readFloatLE(4), rest.readFloatLE(8)]).toEqual([1, 2, 3]);
+    const odd = await fetch(`${base}/v2/models/identity_fp32/infer`, {
+      method: 'POST',
+      headers: { 'Inference-Header-Content-Length': '0' },
+      body: Buffer.alloc(7),
+    });
+    expect(odd.status).toBe(400);
+    expect(((await odd.json()) as { error: string }).error).toContain('does not fit');
   });
 });
 

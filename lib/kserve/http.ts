@@ -7,12 +7,15 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { TritonError, type TritonErrorCode } from '../errors.js';
 import type { InferenceRequest } from '../inference.js';
 import type { Server } from '../server.js';
-import type { Tensor, TensorInit } from '../tensor.js';
+import { DATA_TYPE_INFO, type Tensor, type TensorInit } from '../tensor.js';
 import {
   checkParameters,
   decodeHttpInferRequest,
   encodeHttpInferResponse,
+  requestFromParts,
+  tensorFromBytes,
   tensorFromJson,
+  type DecodedRequest,
   type ParameterValue,
 } from './codec.js';
 import { kserveProtocolOptionsSchema, type KServeProtocolOptions, type ResolvedProtocolOptions } from './options.js';
@@ -358,14 +361,11 @@ class Routes {
       if (!/^\d+$/.test(text ?? '') || headerLength > length) {
         throw new TritonError('INVALID_ARG', `Unable to parse Inference-Header-Content-Length, got: ${text}`);
       }
-      if (headerLength === 0) {
-        throw new TritonError('UNSUPPORTED', 'raw binary requests (Inference-Header-Content-Length: 0) are not supported');
-      }
     }
     const body = await readBody(req, this.options.maxBodyBytes, headerLength);
-    const decoded = decodeHttpInferRequest(body, headerLength);
-    const signal = this.clientSignal(res);
     const model = this.server.model(name, version);
+    const decoded = headerLength === 0 ? await rawRequest(model, body) : decodeHttpInferRequest(body, headerLength);
+    const signal = this.clientSignal(res);
     const classifying = decoded.outputs?.some((output) => output.classification !== undefined) ?? false;
     const [response, batched] = await Promise.all([
       model.infer(this.withTimeout({ ...decoded.request, signal })),
@@ -527,6 +527,44 @@ export function loadOptions(name: string, entries: Array<[string, unknown]>): Pa
   if (config !== undefined) options.config = config as NonNullable<typeof options.config>;
   if (Object.keys(files).length > 0) options.files = files;
   return options;
+}
+
+/**
+ * Triton's raw binary request (Inference-Header-Content-Length: 0): the
+ * whole body is the one input of the model, its shape deduced from the byte
+ * size (batch 1 for batching models); every output comes back binary.
+ */
+async function rawRequest(model: ReturnType<Server['model']>, body: Buffer): Promise<DecodedRequest> {
+  const [metadata, config] = await Promise.all([model.metadata(), model.config()]);
+  const input = metadata.inputs[0];
+  if (metadata.inputs.length !== 1 || input === undefined) {
+    throw new TritonError('INVALID_ARG', `raw binary request needs a model with exactly 1 input; '${model.name}' has ${metadata.inputs.length}`);
+  }
+  const dims = (config.max_batch_size ?? 0) > 0 ? input.shape.slice(1) : [...input.shape];
+  const batch = (config.max_batch_size ?? 0) > 0 ? [1] : [];
+  let shape: number[];
+  if (input.datatype === 'BYTES') {
+    if (dims.some((dim) => dim !== 1 && dim !== -1)) {
+      throw new TritonError('INVALID_ARG', `raw binary request of BYTES input '${input.name}' needs shape [1]`);
+    }
+    const wire = Buffer.allocUnsafe(4 + body.byteLength);
+    wire.writeUInt32LE(body.byteLength, 0);
+    body.copy(wire, 4);
+    shape = [...batch, ...dims.map(() => 1)];
+    return requestFromParts(undefined, { binary_data_output: true }, { [input.name]: tensorFromBytes(input.name, 'BYTES', shape, wire) }, undefined);
+  }
+  const variable = dims.filter((dim) => dim === -1).length;
+  if (variable > 1) {
+    throw new TritonError('INVALID_ARG', `raw binary request of input '${input.name}' has ${variable} variable dimensions; at most 1 can be deduced`);
+  }
+  const size = DATA_TYPE_INFO[input.datatype].byteSize as number;
+  const fixed = dims.reduce((product, dim) => (dim === -1 ? product : product * dim), 1);
+  const count = body.byteLength / size;
+  if (!Number.isInteger(count) || (variable === 0 ? count !== fixed : count % fixed !== 0)) {
+    throw new TritonError('INVALID_ARG', `raw binary request of ${body.byteLength} bytes does not fit input '${input.name}' (${input.datatype} [${dims.join(',')}])`);
+  }
+  shape = [...batch, ...dims.map((dim) => (dim === -1 ? count / fixed : dim))];
+  return requestFromParts(undefined, { binary_data_output: true }, { [input.name]: tensorFromBytes(input.name, input.datatype, shape, body) }, undefined);
 }
 
 /** Triton's generate shape: fixed dims divide the count, the innermost -1 takes the rest, other -1 are 1. */
