@@ -266,6 +266,32 @@ describe('gRPC ModelStreamInfer', () => {
   });
 });
 
+describe('gRPC ModelStreamInfer cancellation', () => {
+  it('cancels the Triton requests of a stream the client cancels', async () => {
+    // 60 s is past the test timeout: only a cancelled request lets the test finish.
+    await new Promise<void>((resolve) => {
+      const duplex = (client.ModelStreamInfer as () => grpc.ClientDuplexStream<object, Record<string, unknown>>).call(client);
+      duplex.on('error', () => resolve());
+      duplex.on('data', () => {});
+      duplex.write({
+        model_name: 'slow',
+        inputs: [
+          { name: 'INPUT0', datatype: 'FP32', shape: [1], contents: { fp32_contents: [1] } },
+          { name: 'DELAY_MS', datatype: 'UINT32', shape: [1], contents: { uint_contents: [60000] } },
+        ],
+      });
+      const poll = setInterval(() => {
+        if (liveObjects().requests > 0) {
+          clearInterval(poll);
+          duplex.cancel();
+        }
+      }, 5);
+    });
+    while (liveObjects().requests > 0 || (frontends.grpc?.inFlight ?? 0) > 0) await new Promise((r) => setTimeout(r, 10));
+    expect(liveObjects().requests).toBe(0);
+  });
+});
+
 describe('gRPC front end lifecycle', () => {
   it('asks authorize() with the call’s metadata', async () => {
     const guarded = await serveKServe(server, { grpc: { port: 0 }, authorize: ({ protocol, headers }) => protocol === 'grpc' && headers['x-key'] === 'k' });

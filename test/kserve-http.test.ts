@@ -222,6 +222,38 @@ describe('inference with JSON tensors', () => {
     expect((fp16.body as { error: string }).error).toContain('receiving FP16 data via JSON is not supported');
   });
 
+  it('serves a decoupled model over infer when it sends one response, else 501', async () => {
+    const one = await post('/v2/models/repeat_int32/infer', { inputs: [{ name: 'IN', datatype: 'INT32', shape: [1], data: [9] }] });
+    expect(one.status).toBe(200);
+    expect((one.body as { outputs: Array<{ name: string; data: unknown }> }).outputs).toMatchObject([{ name: 'OUT', data: [9] }]);
+    const several = await post('/v2/models/repeat_int32/infer', { inputs: [{ name: 'IN', datatype: 'INT32', shape: [2], data: [1, 2] }] });
+    expect(several.status).toBe(501);
+    expect((several.body as { error: string }).error).toContain('2 responses');
+  });
+
+  it('gives each of many concurrent requests its own result', async () => {
+    const results = await Promise.all(
+      Array.from({ length: 200 }, async (_, i) => {
+        const { body, headerLength } = binaryBody(
+          {
+            id: String(i),
+            inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 2], parameters: { binary_data_size: 8 } }],
+            parameters: { binary_data_output: true },
+          },
+          new Int32Array([i + 1, -(i + 1)]),
+        );
+        const response = await fetch(`${base}/v2/models/identity_int32/infer`, {
+          method: 'POST',
+          headers: { 'Inference-Header-Content-Length': String(headerLength) },
+          body,
+        });
+        const { header, rest } = await binaryResponse(response);
+        return [(header as unknown as { id: string }).id, rest.readInt32LE(0), rest.readInt32LE(4)];
+      }),
+    );
+    results.forEach((result, i) => expect(result).toEqual([String(i), i + 1, -(i + 1)]));
+  });
+
   it('answers 404 for an unknown model', async () => {
     const { status, body } = await post('/v2/models/does_not_exist/infer', {
       inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1], data: [1] }],

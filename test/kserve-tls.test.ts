@@ -23,7 +23,7 @@ beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'kserve-tls-'));
   await run('openssl', [
     'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=127.0.0.1',
-    '-addext', 'subjectAltName=IP:127.0.0.1',
+    '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost',
     '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'),
   ]);
   const key = await readFile(join(dir, 'key.pem'));
@@ -51,9 +51,15 @@ describe('TLS', () => {
   it('serves gRPC over TLS with the given credentials', async () => {
     const definition = protoLoader.loadSync('inference.proto', { includeDirs: [resolve(import.meta.dirname, '../lib/kserve/proto')], keepCase: true });
     const Service = (grpc.loadPackageDefinition(definition) as unknown as {
-      inference: { GRPCInferenceService: new (address: string, credentials: grpc.ChannelCredentials) => grpc.Client & Record<string, unknown> };
+      inference: {
+        GRPCInferenceService: new (address: string, credentials: grpc.ChannelCredentials, options?: grpc.ChannelOptions) => grpc.Client &
+          Record<string, unknown>;
+      };
     }).inference.GRPCInferenceService;
-    const client = new Service(`127.0.0.1:${frontends.grpc?.port}`, grpc.credentials.createSsl(cert));
+    // TLS server names are host names (RFC 6066), so verify as localhost.
+    const client = new Service(`127.0.0.1:${frontends.grpc?.port}`, grpc.credentials.createSsl(cert), {
+      'grpc.ssl_target_name_override': 'localhost',
+    });
     try {
       const live = await new Promise((resolve, reject) => {
         (client.ServerLive as (r: object, cb: (e: Error | null, v: unknown) => void) => void).call(client, {}, (e, v) => (e ? reject(e) : resolve(v)));
