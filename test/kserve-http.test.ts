@@ -521,6 +521,23 @@ describe('robustness', () => {
     await expect(fetch(`${url}/v2/health/live`)).rejects.toThrow();
   });
 
+  it('a drained handler answers 503 in Triton’s error shape', async () => {
+    const handler = kserveHandler(server);
+    const http = createServer((req, res) => handler(req, res));
+    await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(http.address() as AddressInfo).port}/v2/health/live`;
+      expect((await fetch(url)).status).toBe(200);
+      await handler.drain();
+      const refused = await fetch(url);
+      expect(refused.status).toBe(503);
+      expect(await refused.json()).toEqual({ error: 'the server is shutting down' });
+    } finally {
+      http.closeAllConnections();
+      await new Promise((resolve) => http.close(resolve));
+    }
+  });
+
   it('asks authorize() before every route', async () => {
     const guarded = await serveKServe(server, {
       http: { port: 0 },

@@ -46,6 +46,8 @@ class HttpError extends Error {
   constructor(
     readonly status: number,
     message: string,
+    /** The connection cannot be reused (e.g. an unread body is still on it). */
+    readonly closeConnection = false,
   ) {
     super(message);
   }
@@ -100,7 +102,7 @@ function sendEmpty(res: ServerResponse, status: number): void {
  */
 function readBody(req: IncomingMessage, limit: number, headerLength: number | undefined): Promise<Buffer> {
   const tooLarge = (size: number): HttpError =>
-    new HttpError(400, `request size of ${size} bytes exceeds the maximum allowed input size of ${limit} bytes`);
+    new HttpError(400, `request size of ${size} bytes exceeds the maximum allowed input size of ${limit} bytes`, true);
   const pad = headerLength === undefined ? 0 : (8 - (headerLength % 8)) % 8;
   const declared = req.headers['content-length'] === undefined ? undefined : Number(req.headers['content-length']);
   return new Promise<Buffer>((resolve, reject) => {
@@ -199,7 +201,7 @@ export function kserveHandler(server: Server, options: KServeHandlerOptions = {}
     const done = tracker.begin();
     res.once('close', done);
     routes.handle(req, res, path).catch((error: unknown) => {
-      if (error instanceof HttpError && error.message.startsWith('request size')) res.setHeader('Connection', 'close');
+      if (error instanceof HttpError && error.closeConnection && !res.headersSent) res.setHeader('Connection', 'close');
       sendError(res, error);
     });
   };
