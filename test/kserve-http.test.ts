@@ -288,6 +288,37 @@ describe('inference with the binary tensor data extension', () => {
     }
   });
 
+  it('reads a chunked body (no Content-Length)', async () => {
+    const { body, headerLength } = binaryBody(
+      {
+        inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 3], parameters: { binary_data_size: 12 } }],
+        parameters: { binary_data_output: true },
+      },
+      new Float32Array([7, 8, 9]),
+    );
+    const response = await new Promise<{ status: number; body: Buffer; headerLength: number }>((resolve, reject) => {
+      const request = httpRequest(`${base}/v2/models/identity_fp32/infer`, {
+        method: 'POST',
+        headers: { 'Inference-Header-Content-Length': String(headerLength), 'Transfer-Encoding': 'chunked' },
+      });
+      request.on('error', reject);
+      request.on('response', (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('end', () =>
+          resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks), headerLength: Number(res.headers['inference-header-content-length']) }),
+        );
+      });
+      // Split inside the JSON and inside the tensor bytes.
+      request.write(body.subarray(0, 10));
+      request.write(body.subarray(10, headerLength + 5));
+      request.end(body.subarray(headerLength + 5));
+    });
+    expect(response.status).toBe(200);
+    const rest = response.body.subarray(response.headerLength);
+    expect([rest.readFloatLE(0), rest.readFloatLE(4), rest.readFloatLE(8)]).toEqual([7, 8, 9]);
+  });
+
   it('mixes JSON and binary, and binary_data_output applies to every output', async () => {
     const { body, headerLength } = binaryBody(
       {
