@@ -169,6 +169,13 @@ describe('gRPC ModelInfer', () => {
       inputs: [{ name: 'INPUT0', datatype: 'INT64', shape: [1, 1], contents: { int64_contents: [-42] } }],
     });
     expect(((longs.raw_output_contents as Buffer[])[0] as Buffer).readBigInt64LE(0)).toBe(-42n);
+    // Beyond 2^53 too: int64 contents are kept exact.
+    const exact = await call('ModelInfer', {
+      model_name: 'identity_int64',
+      inputs: [{ name: 'INPUT0', datatype: 'INT64', shape: [1, 2], contents: { int64_contents: ['9223372036854775807', '-9007199254740993'] } }],
+    });
+    const exactRaw = (exact.raw_output_contents as Buffer[])[0] as Buffer;
+    expect([exactRaw.readBigInt64LE(0), exactRaw.readBigInt64LE(8)]).toEqual([9223372036854775807n, -9007199254740993n]);
     const bytes = await call('ModelInfer', {
       model_name: 'identity_bytes',
       inputs: [{ name: 'INPUT0', datatype: 'BYTES', shape: [1, 2], contents: { bytes_contents: [Buffer.from('ab'), Buffer.from('')] } }],

@@ -89,7 +89,8 @@ async function loadGrpc(): Promise<{ grpc: typeof GrpcJs; service: GrpcJs.Servic
   const definition = protoLoader.loadSync('inference.proto', {
     includeDirs: [directory],
     keepCase: true,
-    longs: Number,
+    // 64-bit integers arrive as decimal strings: int64_contents stay exact.
+    longs: String,
     enums: String,
     defaults: true,
     oneofs: true,
@@ -104,10 +105,10 @@ async function loadGrpc(): Promise<{ grpc: typeof GrpcJs; service: GrpcJs.Servic
 interface WireParameter {
   parameter_choice?: string;
   bool_param?: boolean;
-  int64_param?: number;
+  int64_param?: string;
   string_param?: string;
   double_param?: number;
-  uint64_param?: number;
+  uint64_param?: string;
 }
 
 function fromWireParameters(parameters: Record<string, WireParameter> | undefined): Record<string, ParameterValue> {
@@ -115,7 +116,8 @@ function fromWireParameters(parameters: Record<string, WireParameter> | undefine
   for (const [key, value] of Object.entries(parameters ?? {})) {
     const choice = value.parameter_choice as keyof WireParameter | undefined;
     if (choice === undefined) continue;
-    out[key] = value[choice] as ParameterValue;
+    const v = value[choice];
+    out[key] = choice === 'int64_param' || choice === 'uint64_param' ? Number(v) : (v as ParameterValue);
   }
   return out;
 }
@@ -125,7 +127,7 @@ function toWireParameters(parameters: Record<string, ParameterValue>): Record<st
   for (const [key, value] of Object.entries(parameters)) {
     if (typeof value === 'boolean') out[key] = { bool_param: value };
     else if (typeof value === 'string') out[key] = { string_param: value };
-    else if (Number.isInteger(value)) out[key] = { int64_param: value };
+    else if (Number.isInteger(value)) out[key] = { int64_param: String(value) };
     else out[key] = { double_param: value };
   }
   return out;
@@ -185,7 +187,7 @@ export function decodeGrpcInferRequest(message: WireRequest): DecodedRequest & {
   message.inputs.forEach((input, index) => {
     const what = `input '${input.name}'`;
     const datatype = checkDatatype(input.datatype, what);
-    const shape = checkShape(input.shape, what);
+    const shape = checkShape(input.shape.map(Number), what);
     const parameters = fromWireParameters(input.parameters);
     if (parameters.shared_memory_region !== undefined) {
       throw new TritonError('UNSUPPORTED', `${what}: shared memory is not supported by this server`);
@@ -202,6 +204,13 @@ export function decodeGrpcInferRequest(message: WireRequest): DecodedRequest & {
     }
     if (datatype === 'BYTES') {
       inputs[input.name] = { datatype, shape, data: values as Buffer[] };
+    } else if (datatype === 'INT64' || datatype === 'UINT64') {
+      const count = shape.reduce((a, b) => a * b, 1);
+      if (values.length !== count) {
+        throw new TritonError('INVALID_ARG', `${what}: expected ${count} elements for shape [${shape.join(',')}], got ${values.length}`);
+      }
+      const big = (values as string[]).map((v) => BigInt(v));
+      inputs[input.name] = { datatype, shape, data: datatype === 'INT64' ? BigInt64Array.from(big) : BigUint64Array.from(big) };
     } else {
       inputs[input.name] = tensorFromJson(input.name, datatype, shape, values);
     }
