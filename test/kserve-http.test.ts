@@ -114,6 +114,7 @@ describe('health and metadata', () => {
     expect(await json('/v2/nothing/here')).toMatchObject({ status: 404, body: { error: 'Not Found' } });
     expect(await json('/v2/models/identity_fp32/infer')).toMatchObject({ status: 405, body: { error: 'Method Not Allowed' } });
     expect(await json('/v2', { method: 'POST' })).toMatchObject({ status: 405 });
+    expect(await json('/v2/models/%E0%A4%A')).toMatchObject({ status: 400, body: { error: expect.stringContaining('invalid URL') } });
   });
 
   it('answers 501 for logging, trace and shared memory, which the in-process API does not offer', async () => {

@@ -84,6 +84,9 @@ function sendError(res: ServerResponse, error: unknown): void {
   } else if (tritonErrorCode(error) !== undefined) {
     status = httpStatus(tritonErrorCode(error) as TritonErrorCode);
     message = (error as Error).message;
+  } else if (error instanceof URIError) {
+    status = 400; // a malformed %-escape in a model name
+    message = `invalid URL: ${error.message}`;
   } else if (error instanceof Error) {
     message = error.message;
   }
