@@ -1,0 +1,406 @@
+/**
+ * The KServe v2 inference codec: JSON tensors and Triton's binary tensor data
+ * extension, both ways. Shared by the HTTP and gRPC front ends.
+ *
+ * Binary inputs become TypedArrays over the received body (no copy unless an
+ * element would be misaligned); binary outputs are the output's own bytes,
+ * handed to the socket as they are.
+ */
+import { Buffer } from 'node:buffer';
+import { TritonError } from '../errors.js';
+import type { InferenceRequest, InferenceResponse } from '../inference.js';
+import {
+  DATA_TYPE_INFO,
+  DATA_TYPES,
+  decodeBytes,
+  encodeBytes,
+  type DataType,
+  type Tensor,
+  type TensorInit,
+} from '../tensor.js';
+
+/** A request parameter value as KServe carries it. */
+export type ParameterValue = string | number | boolean;
+
+/** One requested output: whether it goes back as binary data, and top-k classification. */
+export interface OutputRequest {
+  name: string;
+  binary: boolean | undefined;
+  classification: number | undefined;
+}
+
+/** An inference request decoded from the wire, ready for `model.infer`. */
+export interface DecodedRequest {
+  request: InferenceRequest;
+  /** Requested outputs in order; undefined = all outputs. */
+  outputs: OutputRequest[] | undefined;
+  /** `binary_data_output`: the default for outputs that do not say. */
+  binaryOutput: boolean;
+}
+
+function invalid(message: string): TritonError {
+  return new TritonError('INVALID_ARG', message);
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+const VIEW: { readonly [K in Exclude<DataType, 'BYTES'>]: new (buffer: ArrayBufferLike, offset: number, length: number) => ArrayBufferView } = {
+  BOOL: Uint8Array,
+  UINT8: Uint8Array,
+  UINT16: Uint16Array,
+  UINT32: Uint32Array,
+  UINT64: BigUint64Array,
+  INT8: Int8Array,
+  INT16: Int16Array,
+  INT32: Int32Array,
+  INT64: BigInt64Array,
+  FP16: Uint16Array,
+  FP32: Float32Array,
+  FP64: Float64Array,
+  BF16: Uint16Array,
+};
+
+/** Checks a datatype name from the wire. */
+export function checkDatatype(value: unknown, what: string): DataType {
+  if (typeof value !== 'string' || !(DATA_TYPES as readonly string[]).includes(value)) {
+    throw invalid(`invalid datatype for ${what}`);
+  }
+  return value as DataType;
+}
+
+/** Checks a shape from the wire: an array of non-negative integers. */
+export function checkShape(value: unknown, what: string): number[] {
+  if (!Array.isArray(value) || !value.every((d) => Number.isSafeInteger(d) && (d as number) >= 0)) {
+    throw invalid(`unable to parse 'shape' for ${what}: expected an array of non-negative integers`);
+  }
+  return value as number[];
+}
+
+function elementCount(shape: readonly number[]): number {
+  return shape.reduce((product, dim) => product * dim, 1);
+}
+
+/**
+ * A TypedArray of `datatype` over `bytes` (a view when aligned, else one
+ * copy). Throws INVALID_ARG when the size does not fit the shape.
+ */
+export function tensorFromBytes(
+  name: string,
+  datatype: DataType,
+  shape: number[],
+  bytes: Uint8Array,
+): TensorInit {
+  const count = elementCount(shape);
+  if (datatype === 'BYTES') {
+    let elements: Uint8Array[];
+    try {
+      elements = decodeBytes(bytes, count);
+    } catch (error) {
+      throw invalid(`input '${name}': ${(error as Error).message}`);
+    }
+    return { datatype, shape, data: elements };
+  }
+  const size = DATA_TYPE_INFO[datatype].byteSize as number;
+  if (bytes.byteLength !== count * size) {
+    throw invalid(
+      `unexpected size for input '${name}', expecting ${count * size} bytes for shape [${shape.join(',')}] of ${datatype}, got ${bytes.byteLength}`,
+    );
+  }
+  let source = bytes;
+  if (source.byteOffset % size !== 0) source = new Uint8Array(bytes); // one copy, only when misaligned
+  return { datatype, shape, data: new VIEW[datatype](source.buffer, source.byteOffset, count) as TensorInit['data'] };
+}
+
+/** Flattens (row-major) nested JSON arrays. */
+function flatten(data: unknown, out: unknown[]): void {
+  if (Array.isArray(data)) for (const item of data) flatten(item, out);
+  else out.push(data);
+}
+
+/** A tensor from JSON `data` (flat or nested row-major). */
+export function tensorFromJson(name: string, datatype: DataType, shape: number[], data: unknown): TensorInit {
+  if (datatype === 'FP16' || datatype === 'BF16') {
+    throw invalid(
+      `receiving ${datatype} data via JSON is not supported. Please use the binary data format for input '${name}'`,
+    );
+  }
+  const values: unknown[] = [];
+  flatten(data, values);
+  const count = elementCount(shape);
+  if (values.length !== count) {
+    throw invalid(
+      `unable to parse 'data' of input '${name}': expected ${count} elements for shape [${shape.join(',')}], got ${values.length}`,
+    );
+  }
+  const bad = (i: number, expected: string): TritonError =>
+    invalid(`unable to parse 'data' of input '${name}': element ${i} is not ${expected}`);
+  if (datatype === 'BYTES') {
+    for (let i = 0; i < count; i++) if (typeof values[i] !== 'string') throw bad(i, 'a string');
+    return { datatype, shape, data: values as string[] };
+  }
+  if (datatype === 'BOOL') {
+    const out = new Uint8Array(count);
+    for (let i = 0; i < count; i++) {
+      const v = values[i];
+      if (typeof v !== 'boolean') throw bad(i, 'a boolean');
+      out[i] = v ? 1 : 0;
+    }
+    return { datatype, shape, data: out };
+  }
+  if (datatype === 'INT64' || datatype === 'UINT64') {
+    const out = datatype === 'INT64' ? new BigInt64Array(count) : new BigUint64Array(count);
+    for (let i = 0; i < count; i++) {
+      const v = values[i];
+      if (typeof v !== 'number' || !Number.isInteger(v)) throw bad(i, 'an integer');
+      if (datatype === 'UINT64' && v < 0) throw bad(i, 'a non-negative integer');
+      out[i] = BigInt(v);
+    }
+    return { datatype, shape, data: out };
+  }
+  // The lib's own conversion checks ranges and integer-ness per element.
+  for (let i = 0; i < count; i++) if (typeof values[i] !== 'number') throw bad(i, 'a number');
+  return { datatype, shape, data: values as number[] };
+}
+
+/** A request-level or tensor-level `parameters` object. */
+export function checkParameters(value: unknown, what: string): Record<string, ParameterValue> {
+  if (value === undefined) return {};
+  if (!isObject(value)) throw invalid(`'parameters' of ${what} must be an object`);
+  for (const [key, v] of Object.entries(value)) {
+    if (typeof v !== 'string' && typeof v !== 'number' && typeof v !== 'boolean') {
+      throw invalid(`parameter '${key}' has invalid type. It should be either 'int', 'bool', or 'string'.`);
+    }
+  }
+  return value as Record<string, ParameterValue>;
+}
+
+// Parameters the protocol consumes itself; the rest go to Triton.
+const PROTOCOL_PARAMETERS = new Set(['binary_data_output', 'timeout', 'priority', 'sequence_id', 'sequence_start', 'sequence_end']);
+
+/**
+ * The parts of a request both front ends share: id, request parameters
+ * (sequence, priority, timeout, the rest passed on), requested outputs.
+ */
+export function requestFromParts(
+  id: string | undefined,
+  parameters: Record<string, ParameterValue>,
+  inputs: Record<string, TensorInit>,
+  outputs: OutputRequest[] | undefined,
+): DecodedRequest {
+  const request: InferenceRequest = { inputs };
+  if (id !== undefined && id !== '') request.id = id;
+  const passOn: Record<string, ParameterValue> = {};
+  for (const [key, value] of Object.entries(parameters)) {
+    if (key.startsWith('triton_')) {
+      throw invalid("parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified.");
+    }
+    if (!PROTOCOL_PARAMETERS.has(key)) passOn[key] = value;
+  }
+  if (Object.keys(passOn).length > 0) request.parameters = passOn;
+  const { priority, timeout, sequence_id: sequenceId, sequence_start: start, sequence_end: end } = parameters;
+  if (priority !== undefined) {
+    if (typeof priority !== 'number') throw invalid("parameter 'priority' must be an integer");
+    request.priority = priority;
+  }
+  if (timeout !== undefined) {
+    // KServe's `timeout` is in microseconds, as Triton reads it.
+    if (typeof timeout !== 'number' || !(timeout > 0)) throw invalid("parameter 'timeout' must be a positive integer (microseconds)");
+    request.timeoutMs = timeout / 1000;
+  }
+  if (sequenceId !== undefined && sequenceId !== 0 && sequenceId !== '') {
+    if (typeof sequenceId === 'boolean') throw invalid("parameter 'sequence_id' must be an integer or a string");
+    request.sequence = { id: sequenceId, start: start === true, end: end === true };
+  }
+  if (outputs !== undefined) request.outputs = outputs.map((output) => output.name);
+  return { request, outputs, binaryOutput: parameters.binary_data_output === true };
+}
+
+function outputRequest(value: unknown, index: number): OutputRequest {
+  if (!isObject(value) || typeof value.name !== 'string') throw invalid(`output ${index} needs a 'name'`);
+  const parameters = checkParameters(value.parameters, `output '${value.name}'`);
+  const binary = parameters.binary_data;
+  const classification = parameters.classification;
+  if (binary !== undefined && typeof binary !== 'boolean') throw invalid(`'binary_data' of output '${value.name}' must be a boolean`);
+  if (classification !== undefined && !(Number.isInteger(classification) && (classification as number) > 0)) {
+    throw invalid(`'classification' of output '${value.name}' must be a positive integer`);
+  }
+  if (parameters.shared_memory_region !== undefined) {
+    throw new TritonError('UNSUPPORTED', `output '${value.name}': shared memory is not supported by this server`);
+  }
+  return { name: value.name, binary, classification: classification as number | undefined };
+}
+
+/**
+ * Decodes an HTTP inference body: `headerLength` bytes of JSON, then the
+ * binary data of the inputs that have `binary_data_size`, in order.
+ * `headerLength` undefined means the whole body is JSON.
+ */
+export function decodeHttpInferRequest(body: Buffer, headerLength: number | undefined): DecodedRequest {
+  const jsonEnd = headerLength ?? body.byteLength;
+  let json: unknown;
+  try {
+    json = JSON.parse(body.toString('utf8', 0, jsonEnd));
+  } catch (error) {
+    throw invalid(`failed to parse the request JSON buffer: ${(error as Error).message}`);
+  }
+  if (!isObject(json)) throw invalid('the inference request must be a JSON object');
+  const { id, inputs, outputs } = json;
+  if (id !== undefined && typeof id !== 'string') throw invalid("'id' must be a string");
+  if (!Array.isArray(inputs)) throw invalid("the inference request needs an 'inputs' array");
+  if (outputs !== undefined && !Array.isArray(outputs)) throw invalid("'outputs' must be an array");
+  const parameters = checkParameters(json.parameters, 'the request');
+
+  const decoded: Record<string, TensorInit> = {};
+  let offset = jsonEnd;
+  inputs.forEach((input: unknown, index) => {
+    if (!isObject(input) || typeof input.name !== 'string') throw invalid(`input ${index} needs a 'name'`);
+    const name = input.name;
+    const what = `input '${name}'`;
+    if (Object.hasOwn(decoded, name)) throw invalid(`input '${name}' is given more than once`);
+    const datatype = checkDatatype(input.datatype, what);
+    const shape = checkShape(input.shape, what);
+    const inputParameters = checkParameters(input.parameters, what);
+    if (inputParameters.shared_memory_region !== undefined) {
+      throw new TritonError('UNSUPPORTED', `${what}: shared memory is not supported by this server`);
+    }
+    const size = inputParameters.binary_data_size;
+    if (size !== undefined) {
+      if (!Number.isSafeInteger(size) || (size as number) < 0) throw invalid(`'binary_data_size' of ${what} must be a non-negative integer`);
+      if (headerLength === undefined) {
+        throw invalid(
+          "must specify valid 'Infer-Header-Content-Length' in request header and 'binary_data_size' when passing inputs in binary data format",
+        );
+      }
+      const end = offset + (size as number);
+      if (end > body.byteLength) {
+        throw invalid(
+          `unexpected size for input '${name}', expecting ${end - body.byteLength} additional bytes`,
+        );
+      }
+      decoded[name] = tensorFromBytes(name, datatype, shape, body.subarray(offset, end));
+      offset = end;
+    } else {
+      if (input.data === undefined) throw invalid(`${what} has neither 'data' nor 'binary_data_size'`);
+      decoded[name] = tensorFromJson(name, datatype, shape, input.data);
+    }
+  });
+  if (offset !== body.byteLength) throw invalid('unexpected additional input data after the binary inputs');
+  return requestFromParts(id, parameters, decoded, outputs?.map(outputRequest));
+}
+
+// ---------------------------------------------------------------------------
+// Responses.
+
+/** The bytes of a tensor as the binary extension carries them. */
+export function tensorBytes(tensor: Tensor): Uint8Array {
+  if (tensor.datatype === 'BYTES') return encodeBytes(tensor.data as readonly Uint8Array[]);
+  const data = tensor.data as ArrayBufferView;
+  return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+}
+
+function jsonNumber(value: number | bigint): string {
+  if (typeof value === 'bigint') return value.toString();
+  return Number.isFinite(value) ? String(value) : 'null';
+}
+
+/** JSON text of a tensor's data, flat row-major (64-bit integers exact). */
+export function tensorJsonData(tensor: Tensor): string {
+  switch (tensor.datatype) {
+    case 'FP16':
+    case 'BF16':
+      throw invalid(`sending ${tensor.datatype} data via JSON is not supported. Please use the binary data format for output`);
+    case 'BYTES':
+      return JSON.stringify(tensor.strings());
+    case 'BOOL':
+      return JSON.stringify(Array.from(tensor.data as Uint8Array, (v) => v !== 0));
+    default: {
+      const data = tensor.data as ArrayLike<number | bigint>;
+      const parts = new Array<string>(data.length);
+      for (let i = 0; i < data.length; i++) parts[i] = jsonNumber(data[i] as number | bigint);
+      return `[${parts.join(',')}]`;
+    }
+  }
+}
+
+/**
+ * Triton's classification extension: the top `k` values per batch row as
+ * BYTES `"<value>:<index>"` strings (no labels: the model's label file is not
+ * visible through the in-process API).
+ */
+export function classify(tensor: Tensor, k: number, batched: boolean): { shape: number[]; strings: string[] } {
+  if (tensor.datatype === 'BYTES' || tensor.datatype === 'FP16' || tensor.datatype === 'BF16') {
+    throw invalid(`classification is not supported for output '${tensor.name}' of type ${tensor.datatype}`);
+  }
+  const values = tensor.toArray() as Array<number | bigint | boolean>;
+  const rows = batched ? (tensor.shape[0] ?? 1) : 1;
+  const perRow = rows === 0 ? 0 : values.length / rows;
+  const count = Math.min(k, perRow);
+  const strings: string[] = [];
+  for (let row = 0; row < rows; row++) {
+    const indices = Array.from({ length: perRow }, (_, i) => i);
+    const value = (i: number): number => Number(values[row * perRow + i]);
+    indices.sort((a, b) => value(b) - value(a) || a - b);
+    for (const index of indices.slice(0, count)) {
+      const v = values[row * perRow + index];
+      const text = tensor.datatype === 'FP32' || tensor.datatype === 'FP64' ? (v as number).toFixed(6) : String(Number(v));
+      strings.push(`${text}:${index}`);
+    }
+  }
+  return { shape: batched ? [rows, count] : [count], strings };
+}
+
+/** A response encoded for HTTP: the JSON header and the binary parts after it. */
+export interface EncodedResponse {
+  json: string;
+  /** Binary output data in output order; empty when every output is JSON. */
+  binary: Uint8Array[];
+}
+
+/**
+ * Encodes a response as Triton's HTTP front end does: id, model_name,
+ * model_version, parameters, outputs (JSON `data` or `binary_data_size`).
+ */
+export function encodeHttpInferResponse(
+  response: InferenceResponse,
+  decoded: DecodedRequest,
+  batched: boolean,
+): EncodedResponse {
+  const requested = new Map((decoded.outputs ?? []).map((output) => [output.name, output]));
+  const binary: Uint8Array[] = [];
+  const outputs: string[] = [];
+  for (const tensor of Object.values(response.outputs)) {
+    const spec = requested.get(tensor.name);
+    const asBinary = spec?.binary ?? decoded.binaryOutput;
+    let datatype: string = tensor.datatype;
+    let shape = tensor.shape;
+    let bytes: Uint8Array | undefined;
+    let data: string | undefined;
+    if (spec?.classification !== undefined) {
+      const classes = classify(tensor, spec.classification, batched);
+      datatype = 'BYTES';
+      shape = classes.shape;
+      if (asBinary) bytes = encodeBytes(classes.strings);
+      else data = JSON.stringify(classes.strings);
+    } else if (asBinary) {
+      bytes = tensorBytes(tensor);
+    } else {
+      data = tensorJsonData(tensor);
+    }
+    let text = `{"name":${JSON.stringify(tensor.name)},"datatype":"${datatype}","shape":[${shape.join(',')}]`;
+    if (bytes !== undefined) {
+      text += `,"parameters":{"binary_data_size":${bytes.byteLength}}}`;
+      if (bytes.byteLength > 0) binary.push(bytes);
+    } else {
+      text += `,"data":${data}}`;
+    }
+    outputs.push(text);
+  }
+  let json = '{';
+  if (response.id !== '') json += `"id":${JSON.stringify(response.id)},`;
+  json += `"model_name":${JSON.stringify(response.model.name)},"model_version":"${response.model.version}"`;
+  if (Object.keys(response.parameters).length > 0) json += `,"parameters":${JSON.stringify(response.parameters)}`;
+  json += `,"outputs":[${outputs.join(',')}]}`;
+  return { json, binary };
+}

@@ -1,0 +1,84 @@
+/** Options of the KServe front ends (zod schemas are the source of the types). */
+import type { IncomingHttpHeaders } from 'node:http';
+import { z } from 'zod';
+
+/** What `authorize` sees of a request, the same for HTTP and gRPC. */
+export interface AuthorizeRequest {
+  protocol: 'http' | 'grpc';
+  /** HTTP method, or the gRPC method name (e.g. `ModelInfer`). */
+  method: string;
+  /** HTTP path, or the gRPC path (`/inference.GRPCInferenceService/ModelInfer`). */
+  path: string;
+  /** HTTP headers, or gRPC metadata (lower-case keys). */
+  headers: IncomingHttpHeaders;
+}
+
+/** Return false (or throw) to refuse: HTTP 403 / gRPC PERMISSION_DENIED. */
+export type Authorize = (request: AuthorizeRequest) => boolean | Promise<boolean>;
+
+const authorizeSchema = z.custom<Authorize>((value) => typeof value === 'function', {
+  message: 'authorize must be a function',
+});
+
+/** Options of the protocol itself, shared by `kserveHandler` and both listeners. */
+export const kserveProtocolOptionsSchema = z.strictObject({
+  /** Largest request body accepted, in bytes (Triton's HTTP default: 64 MiB). */
+  maxBodyBytes: z.number().int().positive().default(64 * 1024 * 1024),
+  /**
+   * Upper bound for each inference, in ms: becomes the request's `timeoutMs`
+   * (a client's own `timeout` parameter may only shorten it).
+   */
+  inferTimeoutMs: z.number().positive().optional(),
+  /** Asked before every route; false → 403 / PERMISSION_DENIED. */
+  authorize: authorizeSchema.optional(),
+  /**
+   * Serve the repository routes (index, load, unload). Off by default: they
+   * answer 403. Load/unload then still need `modelControlMode: 'explicit'`.
+   */
+  repositoryControl: z.boolean().default(false),
+  /** CORS for browsers: off by default; `{ origin: '*' }` or a list of origins. */
+  cors: z
+    .union([
+      z.literal(false),
+      z.strictObject({ origin: z.union([z.string(), z.array(z.string())]) }),
+    ])
+    .default(false),
+});
+
+export type KServeProtocolOptions = z.input<typeof kserveProtocolOptionsSchema>;
+export type ResolvedProtocolOptions = z.output<typeof kserveProtocolOptionsSchema>;
+
+const listenSchema = {
+  port: z.number().int().min(0).max(65535),
+  /** Interface to bind; loopback unless told otherwise. */
+  host: z.string().default('127.0.0.1'),
+};
+
+/** The HTTP/REST listener. `tls` takes Node's own `https.createServer` options. */
+export const kserveHttpListenSchema = z.strictObject({
+  ...listenSchema,
+  tls: z.record(z.string(), z.unknown()).optional(),
+  /** Time allowed to receive the request headers (slow-loris guard). */
+  headersTimeoutMs: z.number().int().positive().default(10_000),
+  /** Time allowed to receive a whole request. */
+  requestTimeoutMs: z.number().int().positive().default(60_000),
+  keepAliveTimeoutMs: z.number().int().positive().default(5_000),
+});
+
+/** The gRPC listener. `credentials` is a `ServerCredentials` of @grpc/grpc-js (default insecure). */
+export const kserveGrpcListenSchema = z.strictObject({
+  ...listenSchema,
+  credentials: z.unknown().optional(),
+  /** Largest message received, in bytes (default: `maxBodyBytes`). */
+  maxReceiveMessageBytes: z.number().int().positive().optional(),
+});
+
+export const kserveMetricsListenSchema = z.strictObject(listenSchema);
+
+export const serveKServeOptionsSchema = kserveProtocolOptionsSchema.extend({
+  http: kserveHttpListenSchema.optional(),
+  grpc: kserveGrpcListenSchema.optional(),
+  metrics: kserveMetricsListenSchema.optional(),
+});
+
+export type ServeKServeOptions = z.input<typeof serveKServeOptionsSchema>;

@@ -1,0 +1,348 @@
+import { resolve } from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { liveObjects, type Server } from '../lib/index.js';
+import { serveKServe, type KServeFrontends } from '../lib/kserve/index.js';
+import { collectGarbage, startServer } from './helpers.js';
+
+type Unary = (request: object, callback: (error: grpc.ServiceError | null, response: Record<string, unknown>) => void) => void;
+
+interface Client extends grpc.Client {
+  [method: string]: unknown;
+}
+
+const definition = protoLoader.loadSync('inference.proto', {
+  includeDirs: [resolve(import.meta.dirname, '../lib/kserve/proto')],
+  keepCase: true,
+  longs: Number,
+  enums: String,
+  defaults: true,
+  oneofs: true,
+});
+const Service = (grpc.loadPackageDefinition(definition) as unknown as {
+  inference: { GRPCInferenceService: new (address: string, credentials: grpc.ChannelCredentials) => Client };
+}).inference.GRPCInferenceService;
+
+let server: Server;
+let frontends: KServeFrontends;
+let client: Client;
+
+function call(method: string, request: object, on: Client = client): Promise<Record<string, unknown>> {
+  return new Promise((resolve, reject) => {
+    (on[method] as Unary).call(on, request, (error, response) => (error ? reject(error) : resolve(response)));
+  });
+}
+
+async function failure(method: string, request: object, on: Client = client): Promise<grpc.ServiceError> {
+  try {
+    await call(method, request, on);
+  } catch (error) {
+    return error as grpc.ServiceError;
+  }
+  throw new Error(`${method} succeeded`);
+}
+
+beforeAll(async () => {
+  server = await startServer();
+  for (const name of ['identity_fp32', 'identity_int32', 'identity_bytes', 'identity_int64', 'repeat_int32', 'slow']) await server.loadModel(name);
+  frontends = await serveKServe(server, { grpc: { port: 0 }, repositoryControl: true });
+  client = new Service(`127.0.0.1:${frontends.grpc?.port}`, grpc.credentials.createInsecure());
+});
+
+afterAll(async () => {
+  client?.close();
+  await frontends?.close();
+  await server?.stop();
+});
+
+function f32(buffer: Buffer): number[] {
+  return Array.from(new Float32Array(buffer.buffer.slice(buffer.byteOffset, buffer.byteOffset + buffer.byteLength)));
+}
+
+describe('gRPC health and metadata', () => {
+  it('answers ServerLive, ServerReady and ModelReady', async () => {
+    expect(await call('ServerLive', {})).toEqual({ live: true });
+    expect(await call('ServerReady', {})).toEqual({ ready: true });
+    expect(await call('ModelReady', { name: 'identity_fp32', version: '' })).toEqual({ ready: true });
+    expect(await call('ModelReady', { name: 'identity_fp32', version: '1' })).toEqual({ ready: true });
+    expect(await call('ModelReady', { name: 'does_not_exist' })).toEqual({ ready: false });
+  });
+
+  it('serves server and model metadata', async () => {
+    const metadata = await server.metadata();
+    const served = await call('ServerMetadata', {});
+    expect(served).toMatchObject({ name: metadata.name, version: metadata.version });
+    expect(served.extensions).toContain('binary_tensor_data');
+    expect(await call('ModelMetadata', { name: 'identity_fp32' })).toEqual(await server.model('identity_fp32').metadata());
+    const unknown = await failure('ModelMetadata', { name: 'does_not_exist' });
+    expect(unknown.code).toBe(grpc.status.NOT_FOUND);
+    expect(unknown.details).toContain("'does_not_exist'");
+  });
+
+  it('serves the model configuration as the ModelConfig message', async () => {
+    const { config } = (await call('ModelConfig', { name: 'repeat_int32' })) as { config: Record<string, unknown> };
+    expect(config).toMatchObject({
+      name: 'repeat_int32',
+      backend: 'python',
+      max_batch_size: 0,
+      model_transaction_policy: { decoupled: true },
+    });
+    expect((config.input as Array<Record<string, unknown>>)[0]).toMatchObject({ name: 'IN', data_type: 'TYPE_INT32', dims: [-1] });
+    const batching = (await call('ModelConfig', { name: 'identity_fp32' })) as { config: Record<string, unknown> };
+    expect(batching.config).toMatchObject({ max_batch_size: 8, scheduling_choice: 'dynamic_batching' });
+  });
+
+  it('serves statistics of one model and of all', async () => {
+    const one = (await call('ModelStatistics', { name: 'identity_fp32' })) as { model_stats: Array<Record<string, unknown>> };
+    expect(one.model_stats[0]).toMatchObject({ name: 'identity_fp32', version: '1' });
+    expect(one.model_stats[0]?.inference_stats).toHaveProperty('success');
+    const all = (await call('ModelStatistics', {})) as { model_stats: Array<{ name: string }> };
+    expect(all.model_stats.map((entry) => entry.name)).toEqual(expect.arrayContaining(['identity_fp32', 'repeat_int32']));
+  });
+
+  it('lists, unloads and loads through the repository calls', async () => {
+    const index = (await call('RepositoryIndex', { ready: true })) as { models: Array<{ name: string; state: string }> };
+    expect(index.models.find((entry) => entry.name === 'identity_int32')).toMatchObject({ state: 'READY' });
+    await call('RepositoryModelUnload', { model_name: 'identity_int32' });
+    while (await server.model('identity_int32').ready()) await new Promise((r) => setTimeout(r, 5));
+    await call('RepositoryModelLoad', { model_name: 'identity_int32' });
+    expect(await server.model('identity_int32').ready()).toBe(true);
+    const config = JSON.stringify({
+      name: 'grpc_memory',
+      backend: 'identity',
+      max_batch_size: 0,
+      input: [{ name: 'INPUT0', data_type: 'TYPE_FP32', dims: [-1] }],
+      output: [{ name: 'OUTPUT0', data_type: 'TYPE_FP32', dims: [-1] }],
+    });
+    await call('RepositoryModelLoad', {
+      model_name: 'grpc_memory',
+      parameters: { config: { string_param: config }, 'file:1/README.txt': { bytes_param: Buffer.from('x') } },
+    });
+    expect(await server.model('grpc_memory').ready()).toBe(true);
+    await server.unloadModel('grpc_memory');
+    const repo = await failure('RepositoryIndex', { repository_name: 'other' });
+    expect(repo.code).toBe(grpc.status.UNIMPLEMENTED);
+  });
+
+  it('keeps repository calls closed unless repositoryControl is set', async () => {
+    const closed = await serveKServe(server, { grpc: { port: 0 } });
+    const other = new Service(`127.0.0.1:${closed.grpc?.port}`, grpc.credentials.createInsecure());
+    try {
+      for (const method of ['RepositoryIndex', 'RepositoryModelLoad', 'RepositoryModelUnload']) {
+        expect((await failure(method, { model_name: 'identity_fp32' }, other)).code).toBe(grpc.status.PERMISSION_DENIED);
+      }
+    } finally {
+      other.close();
+      await closed.close();
+    }
+  });
+});
+
+describe('gRPC ModelInfer', () => {
+  it('takes raw_input_contents and answers raw_output_contents', async () => {
+    const data = new Float32Array([1, 2.5, -3]);
+    const response = await call('ModelInfer', {
+      model_name: 'identity_fp32',
+      id: 'g1',
+      inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 3] }],
+      raw_input_contents: [Buffer.from(data.buffer)],
+    });
+    expect(response).toMatchObject({
+      model_name: 'identity_fp32',
+      model_version: '1',
+      id: 'g1',
+      outputs: [{ name: 'OUTPUT0', datatype: 'FP32', shape: [1, 3] }],
+    });
+    expect(f32((response.raw_output_contents as Buffer[])[0] as Buffer)).toEqual([1, 2.5, -3]);
+  });
+
+  it('takes typed contents too (int, int64, bytes)', async () => {
+    const ints = await call('ModelInfer', {
+      model_name: 'identity_int32',
+      inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 2], contents: { int_contents: [-5, 6] } }],
+    });
+    const raw = (ints.raw_output_contents as Buffer[])[0] as Buffer;
+    expect([raw.readInt32LE(0), raw.readInt32LE(4)]).toEqual([-5, 6]);
+    const longs = await call('ModelInfer', {
+      model_name: 'identity_int64',
+      inputs: [{ name: 'INPUT0', datatype: 'INT64', shape: [1, 1], contents: { int64_contents: [-42] } }],
+    });
+    expect(((longs.raw_output_contents as Buffer[])[0] as Buffer).readBigInt64LE(0)).toBe(-42n);
+    // Beyond 2^53 too: int64 contents are kept exact.
+    const exact = await call('ModelInfer', {
+      model_name: 'identity_int64',
+      inputs: [{ name: 'INPUT0', datatype: 'INT64', shape: [1, 2], contents: { int64_contents: ['9223372036854775807', '-9007199254740993'] } }],
+    });
+    const exactRaw = (exact.raw_output_contents as Buffer[])[0] as Buffer;
+    expect([exactRaw.readBigInt64LE(0), exactRaw.readBigInt64LE(8)]).toEqual([9223372036854775807n, -9007199254740993n]);
+    const bytes = await call('ModelInfer', {
+      model_name: 'identity_bytes',
+      inputs: [{ name: 'INPUT0', datatype: 'BYTES', shape: [1, 2], contents: { bytes_contents: [Buffer.from('ab'), Buffer.from('')] } }],
+    });
+    expect(Buffer.compare((bytes.raw_output_contents as Buffer[])[0] as Buffer, Buffer.from([2, 0, 0, 0, 0x61, 0x62, 0, 0, 0, 0]))).toBe(0);
+  });
+
+  it('maps errors to Triton’s gRPC status codes', async () => {
+    const unknown = await failure('ModelInfer', { model_name: 'does_not_exist', inputs: [{ name: 'X', datatype: 'FP32', shape: [1], contents: { fp32_contents: [1] } }] });
+    expect(unknown.code).toBe(grpc.status.NOT_FOUND);
+    const wrongType = await failure('ModelInfer', {
+      model_name: 'identity_fp32',
+      inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 1], contents: { int_contents: [1] } }],
+    });
+    expect(wrongType.code).toBe(grpc.status.INVALID_ARGUMENT);
+    const lying = await failure('ModelInfer', {
+      model_name: 'identity_fp32',
+      inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 4] }],
+      raw_input_contents: [Buffer.alloc(12)],
+    });
+    expect(lying.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(lying.details).toContain('unexpected size');
+    const missing = await failure('ModelInfer', { model_name: 'identity_fp32', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 1] }] });
+    expect(missing.details).toContain('no data');
+  });
+
+  it('cancels the Triton request when the client cancels the call', async () => {
+    // 60 s is past the test timeout: only a cancelled request lets the test finish.
+    const pending = new Promise<grpc.ServiceError>((resolve) => {
+      const handle = (client.ModelInfer as (r: object, cb: (e: grpc.ServiceError | null) => void) => grpc.ClientUnaryCall).call(
+        client,
+        {
+          model_name: 'slow',
+          inputs: [
+            { name: 'INPUT0', datatype: 'FP32', shape: [1], contents: { fp32_contents: [1] } },
+            { name: 'DELAY_MS', datatype: 'UINT32', shape: [1], contents: { uint_contents: [60000] } },
+          ],
+        },
+        (error) => resolve(error as grpc.ServiceError),
+      );
+      const poll = setInterval(() => {
+        if (liveObjects().requests > 0) {
+          clearInterval(poll);
+          handle.cancel();
+        }
+      }, 5);
+    });
+    expect((await pending).code).toBe(grpc.status.CANCELLED);
+    while (liveObjects().requests > 0 || (frontends.grpc?.inFlight ?? 0) > 0) await new Promise((r) => setTimeout(r, 10));
+    expect(liveObjects().requests).toBe(0);
+  });
+});
+
+describe('gRPC ModelStreamInfer', () => {
+  function stream(requests: object[]): Promise<Array<Record<string, unknown>>> {
+    return new Promise((resolve, reject) => {
+      const duplex = (client.ModelStreamInfer as () => grpc.ClientDuplexStream<object, Record<string, unknown>>).call(client);
+      const received: Array<Record<string, unknown>> = [];
+      duplex.on('data', (message) => received.push(message));
+      duplex.on('error', reject);
+      duplex.on('end', () => resolve(received));
+      for (const request of requests) duplex.write(request);
+      duplex.end();
+    });
+  }
+
+  it('streams every response of a decoupled model, with the final flag', async () => {
+    const messages = await stream([
+      {
+        model_name: 'repeat_int32',
+        id: 's1',
+        inputs: [{ name: 'IN', datatype: 'INT32', shape: [3], contents: { int_contents: [4, 5, 6] } }],
+        parameters: { triton_enable_empty_final_response: { bool_param: true } },
+      },
+    ]);
+    const responses = messages.map((message) => message.infer_response as Record<string, unknown>);
+    expect(messages.every((message) => message.error_message === '')).toBe(true);
+    const values = responses.slice(0, 3).map((response) => ((response.raw_output_contents as Buffer[])[0] as Buffer).readInt32LE(0));
+    expect(values).toEqual([4, 5, 6]);
+    const finals = responses.map((response) => (response.parameters as Record<string, { bool_param: boolean }>).triton_final_response?.bool_param);
+    expect(finals).toEqual([false, false, false, true]);
+    expect(responses[3]).toMatchObject({ id: 's1', model_name: 'repeat_int32', outputs: [] });
+  });
+
+  it('serves several requests on one stream, errors as error_message', async () => {
+    const messages = await stream([
+      { model_name: 'identity_fp32', id: 'a', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 1] }], raw_input_contents: [Buffer.from(new Float32Array([7]).buffer)] },
+      { model_name: 'does_not_exist', id: 'b', inputs: [] },
+    ]);
+    expect(messages).toHaveLength(2);
+    const ok = messages.find((message) => (message.infer_response as { id: string }).id === 'a');
+    const bad = messages.find((message) => (message.infer_response as { id: string }).id === 'b');
+    expect(f32(((ok?.infer_response as Record<string, unknown>).raw_output_contents as Buffer[])[0] as Buffer)).toEqual([7]);
+    expect(bad?.error_message).toContain("'does_not_exist'");
+  });
+});
+
+describe('gRPC ModelStreamInfer cancellation', () => {
+  it('cancels the Triton requests of a stream the client cancels', async () => {
+    // 60 s is past the test timeout: only a cancelled request lets the test finish.
+    await new Promise<void>((resolve) => {
+      const duplex = (client.ModelStreamInfer as () => grpc.ClientDuplexStream<object, Record<string, unknown>>).call(client);
+      duplex.on('error', () => resolve());
+      duplex.on('data', () => {});
+      duplex.write({
+        model_name: 'slow',
+        inputs: [
+          { name: 'INPUT0', datatype: 'FP32', shape: [1], contents: { fp32_contents: [1] } },
+          { name: 'DELAY_MS', datatype: 'UINT32', shape: [1], contents: { uint_contents: [60000] } },
+        ],
+      });
+      const poll = setInterval(() => {
+        if (liveObjects().requests > 0) {
+          clearInterval(poll);
+          duplex.cancel();
+        }
+      }, 5);
+    });
+    while (liveObjects().requests > 0 || (frontends.grpc?.inFlight ?? 0) > 0) await new Promise((r) => setTimeout(r, 10));
+    expect(liveObjects().requests).toBe(0);
+  });
+});
+
+describe('gRPC front end lifecycle', () => {
+  it('asks authorize() with the call’s metadata', async () => {
+    const guarded = await serveKServe(server, { grpc: { port: 0 }, authorize: ({ protocol, headers }) => protocol === 'grpc' && headers['x-key'] === 'k' });
+    const other = new Service(`127.0.0.1:${guarded.grpc?.port}`, grpc.credentials.createInsecure());
+    try {
+      expect((await failure('ServerLive', {}, other)).code).toBe(grpc.status.PERMISSION_DENIED);
+      const metadata = new grpc.Metadata();
+      metadata.set('x-key', 'k');
+      const live = await new Promise((resolve, reject) => {
+        (other.ServerLive as (r: object, m: grpc.Metadata, cb: (e: Error | null, v: unknown) => void) => void).call(other, {}, metadata, (e, v) =>
+          e ? reject(e) : resolve(v),
+        );
+      });
+      expect(live).toEqual({ live: true });
+    } finally {
+      other.close();
+      await guarded.close();
+    }
+  });
+
+  it('close() waits for calls in flight', async () => {
+    const own = await serveKServe(server, { grpc: { port: 0 } });
+    const other = new Service(`127.0.0.1:${own.grpc?.port}`, grpc.credentials.createInsecure());
+    const slow = call(
+      'ModelInfer',
+      {
+        model_name: 'slow',
+        inputs: [
+          { name: 'INPUT0', datatype: 'FP32', shape: [1], contents: { fp32_contents: [9] } },
+          { name: 'DELAY_MS', datatype: 'UINT32', shape: [1], contents: { uint_contents: [300] } },
+        ],
+      },
+      other,
+    );
+    while ((own.grpc?.inFlight ?? 0) === 0) await new Promise((r) => setTimeout(r, 5));
+    const closing = own.close();
+    const response = await slow;
+    expect(f32((response.raw_output_contents as Buffer[])[0] as Buffer)).toEqual([9]);
+    await closing;
+    other.close();
+  });
+
+  it('leaves no request or response alive', async () => {
+    await collectGarbage();
+    expect(liveObjects()).toMatchObject({ requests: 0, responses: 0 });
+  });
+});
