@@ -7,6 +7,7 @@ export {
   type UnloadModelOptions,
   type StopOptions,
   type StopReport,
+  type SharedServerHandle,
 } from './server.js';
 export {
   Model,

@@ -97,6 +97,8 @@ export interface NativeServer {
   ): number;
   cancel(token: number): void;
   inFlight(): number;
+  /** The id another thread attaches with (`attachServer`). */
+  share(): number;
 }
 
 export interface NativeStopReport {
@@ -120,6 +122,8 @@ export interface NativeAddon {
   liveObjects(): NativeLiveObjects;
   /** Synchronously ends every server of this environment (process 'exit'). */
   endServersForExit(waitMs: number): void;
+  /** This thread's way into a server another thread started and shared. */
+  attachServer(shareId: number, onResponse: NativeResponseCallback, copyOutputs: boolean): NativeServer;
   /** null when the dynamic loader opens `path` (RTLD_NOW), else its reason. */
   probeLibrary(path: string): string | null;
   externalBuffersAllowed(): boolean;

@@ -76,6 +76,18 @@ export interface StopOptions {
   timeoutMs?: number;
 }
 
+/**
+ * A server shared with other threads (`server.share()`): a plain value to
+ * pass in `workerData` or `postMessage`; `Server.attach(handle)` in the
+ * other thread.
+ */
+export interface SharedServerHandle {
+  readonly kind: 'tritonserver-node/shared-server';
+  readonly id: number;
+  readonly exitTimeoutSeconds: number;
+  readonly outputCopy: boolean;
+}
+
 /** What `stop()` left behind. */
 export interface StopReport {
   /** Every request finished and every model unloaded in time; the server is deleted. */
@@ -168,11 +180,57 @@ export class Server implements AsyncDisposable {
   #stopping: Promise<StopReport> | undefined;
 
   readonly #exitTimeoutSeconds: number;
+  readonly #outputCopy: boolean;
+  /** Attached to a server another thread started (`Server.attach`). */
+  readonly attached: boolean;
 
-  private constructor(nativeServer: NativeServer, inference: Inference, exitTimeoutSeconds: number) {
+  private constructor(
+    nativeServer: NativeServer,
+    inference: Inference,
+    settings: { exitTimeoutSeconds: number; outputCopy: boolean; attached: boolean },
+  ) {
     this.#native = nativeServer;
     this.#inference = inference;
-    this.#exitTimeoutSeconds = exitTimeoutSeconds;
+    this.#exitTimeoutSeconds = settings.exitTimeoutSeconds;
+    this.#outputCopy = settings.outputCopy;
+    this.attached = settings.attached;
+  }
+
+  /**
+   * A handle other threads attach to this server with (`Server.attach`):
+   * one Triton for every event loop, batching across all of them.
+   */
+  share(): SharedServerHandle {
+    if (this.#stopping !== undefined) throw new TritonError('UNAVAILABLE', 'the server has been stopped');
+    return {
+      kind: 'tritonserver-node/shared-server',
+      id: this.#native.share(),
+      exitTimeoutSeconds: this.#exitTimeoutSeconds,
+      outputCopy: this.#outputCopy,
+    };
+  }
+
+  /**
+   * This thread's `Server` over a server another thread started and shared:
+   * the same API, with its own completion queue. Its `stop()` lets go of
+   * the server (cancelling this thread's requests) and leaves it serving the
+   * others; when the owner stops, every call here rejects with UNAVAILABLE.
+   * A worker that exits lets go by itself.
+   */
+  static async attach(handle: SharedServerHandle): Promise<Server> {
+    checkObject('Server.attach(handle)', handle);
+    if (handle.kind !== 'tritonserver-node/shared-server' || typeof handle.id !== 'number') {
+      throw invalidParameterError('Server.attach(handle)', 'a handle from server.share()', handle);
+    }
+    const inference = new Inference();
+    const nativeServer = native.attachServer(handle.id, inference.onResponse, handle.outputCopy === true);
+    inference.attach(nativeServer);
+    installExitHook();
+    return new Server(nativeServer, inference, {
+      exitTimeoutSeconds: handle.exitTimeoutSeconds,
+      outputCopy: handle.outputCopy === true,
+      attached: true,
+    });
   }
 
   /**
@@ -202,7 +260,11 @@ export class Server implements AsyncDisposable {
       throw await Server.#explainStartFailure(error, candidates, calls, resolved);
     }
     installExitHook();
-    return new Server(started.nativeServer, started.inference, resolved.exitTimeoutSeconds ?? serverOptionDefaults.exitTimeoutSeconds);
+    return new Server(started.nativeServer, started.inference, {
+      exitTimeoutSeconds: resolved.exitTimeoutSeconds ?? serverOptionDefaults.exitTimeoutSeconds,
+      outputCopy: resolved.outputCopy ?? false,
+      attached: false,
+    });
   }
 
   static async #startNative(

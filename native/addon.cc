@@ -41,6 +41,7 @@ Addon::Addon(Napi::Env env, Napi::Object exports) {
                   InstanceMethod<&Addon::StartServer>("startServer"),
                   InstanceMethod<&Addon::LiveObjects>("liveObjects"),
                   InstanceMethod<&Addon::EndServersForExit>("endServersForExit"),
+                  InstanceMethod<&Addon::AttachServer>("attachServer"),
               });
   DefineProbes(env, exports);
 }
@@ -143,6 +144,26 @@ Napi::Value Addon::LiveObjects(const Napi::CallbackInfo& info) {
   result.Set("inputReferences",
              Napi::Number::New(env, static_cast<double>(live.input_references)));
   return result;
+}
+
+// attachServer(shareId, onResponses, copyOutputs) → NativeServer: this
+// thread's own way into a server another thread started (its own
+// completion queue and thread-safe function, Triton's batching shared).
+Napi::Value Addon::AttachServer(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 2 || !info[0].IsNumber() || !info[1].IsFunction())
+    throw ToJsError(env, TRITONSERVER_ERROR_INVALID_ARG,
+                    "attachServer(shareId, onResponses, copyOutputs)");
+  auto id = static_cast<uint64_t>(info[0].As<Napi::Number>().Int64Value());
+  std::shared_ptr<ServerState> state = FindSharedServer(id);
+  if (!state)
+    throw ToJsError(env, TRITONSERVER_ERROR_UNAVAILABLE,
+                    "the shared server has been stopped");
+  Napi::Object server = ServerWrap::Wrap(env, state, info[1].As<Napi::Function>(),
+                                         /*attached=*/true);
+  if (info.Length() > 2 && info[2].ToBoolean().Value())
+    ServerWrap::Unwrap(server)->SetCopyOutputs(true);
+  return server;
 }
 
 // endServersForExit(waitMs): process.exit() runs no environment cleanup

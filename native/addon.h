@@ -20,6 +20,7 @@ class Addon : public Napi::Addon<Addon> {
   Napi::FunctionReference server_class;  // ServerWrap
   // Handed from ServerWrap::Wrap to the constructor it calls.
   std::shared_ptr<ServerState> server_being_wrapped;
+  bool wrapping_attached = false;
   // Servers of this environment not yet collected, for process.exit().
   std::unordered_set<ServerWrap*> servers;
 
@@ -29,6 +30,7 @@ class Addon : public Napi::Addon<Addon> {
   Napi::Value StartServer(const Napi::CallbackInfo& info);
   Napi::Value LiveObjects(const Napi::CallbackInfo& info);
   Napi::Value EndServersForExit(const Napi::CallbackInfo& info);
+  Napi::Value AttachServer(const Napi::CallbackInfo& info);
 };
 
 }  // namespace tsn

@@ -177,12 +177,44 @@ void InferenceEngine::CompleteNatively(const Completion& completion) {
   bool event = completion.is_release ||
                (completion.flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0;
   if (!event || !LastEvent(request)) return;
+  Left(request);
   TakeError(api_, api_.InferenceRequestDelete(request->triton));
   request->triton = nullptr;
   request->finished_natively = true;
   Live().requests--;
   // The input reference is let go on the JS thread (ReleaseInputsOfFinished).
+}
+
+void InferenceEngine::Entered(Request* request) {
+  state_->RequestEntered();
+  std::lock_guard<std::mutex> lock(inside_mutex_);
+  inside_.insert(request->triton);
+  request->submitted = true;
+}
+
+// Before the request is deleted, so CancelAll never sees a deleted one.
+void InferenceEngine::Left(Request* request) {
+  {
+    std::lock_guard<std::mutex> lock(inside_mutex_);
+    inside_.erase(request->triton);
+  }
+  inside_changed_.notify_all();
   state_->RequestLeft();
+}
+
+bool InferenceEngine::WaitUntilIdle(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(inside_mutex_);
+  auto idle = [this] { return inside_.empty(); };
+  if (timeout.count() < 0) {
+    inside_changed_.wait(lock, idle);
+    return true;
+  }
+  return inside_changed_.wait_for(lock, timeout, idle);
+}
+
+size_t InferenceEngine::RequestsInside() {
+  std::lock_guard<std::mutex> lock(inside_mutex_);
+  return inside_.size();
 }
 
 // --- JS thread --------------------------------------------------------------
@@ -394,6 +426,7 @@ InferenceEngine::Request* InferenceEngine::NewRequest() {
 }
 
 void InferenceEngine::Finish(Napi::Env env, Request* request) {
+  if (request->submitted) Left(request);
   if (request->triton != nullptr)
     TakeError(api_, api_.InferenceRequestDelete(request->triton));
   request->triton = nullptr;
@@ -404,7 +437,6 @@ void InferenceEngine::Finish(Napi::Env env, Request* request) {
   bool was_in_flight = requests_.erase(request->token) > 0;
   free_requests_.push_back(request);
   Live().requests--;
-  if (request->submitted) state_->RequestLeft();
   if (was_in_flight && requests_.empty() && !tsfn_released_) {
     tsfn_.Unref(env);
     if (closing_) {
@@ -599,8 +631,7 @@ Napi::Value InferenceEngine::Infer(const Napi::CallbackInfo& info) {
   if (requests_.empty()) tsfn_.Ref(env);
   requests_.emplace(request->token, request);
   // Counted before Triton can call back, so it never drops below zero.
-  state_->RequestEntered();
-  request->submitted = true;
+  Entered(request);
   // On failure no callback will ever come: the request is still ours.
   if (auto failure = TakeError(api_, api_.ServerInferAsync(
                                          state_->server, request->triton,
@@ -632,10 +663,11 @@ void InferenceEngine::Cancel(Napi::Env env, uint64_t token) {
 
 void InferenceEngine::CancelAll() {
   if (api_.InferenceRequestCancel == nullptr) return;
-  for (const auto& [token, request] : requests_) {
-    if (request->submitted && !request->final_seen)
-      TakeError(api_, api_.InferenceRequestCancel(request->triton));
-  }
+  // Cancelling a request that already finished is harmless in Triton; one
+  // in this set is not deleted yet (Left() runs first, under the lock).
+  std::lock_guard<std::mutex> lock(inside_mutex_);
+  for (TRITONSERVER_InferenceRequest* request : inside_)
+    TakeError(api_, api_.InferenceRequestCancel(request));
 }
 
 void InferenceEngine::Close() {

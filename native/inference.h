@@ -6,6 +6,9 @@
 #include <napi.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <unordered_set>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -35,8 +38,13 @@ class InferenceEngine {
   //       correlationId, parameters, ...inputs) → request token.
   Napi::Value Infer(const Napi::CallbackInfo& info);
   void Cancel(Napi::Env env, uint64_t token);
-  // Cancels every request still running in Triton (JS thread; API >= 1.25).
+  // Cancels every request of this engine still inside Triton (any thread;
+  // API >= 1.25).
   void CancelAll();
+  // Waits until none of this engine's requests is inside Triton; a negative
+  // timeout waits for ever. True when none is left.
+  bool WaitUntilIdle(std::chrono::milliseconds timeout);
+  size_t RequestsInside();
   uint32_t InFlight() const { return static_cast<uint32_t>(requests_.size()); }
   // Forces outputs to be copied into JS memory (runtimes without external
   // buffers); set by the outputCopy option or when Node-API refuses them.
@@ -92,6 +100,9 @@ class InferenceEngine {
   // Each request waits for two events (release, final response); true for
   // the second one, whichever thread sees it.
   static bool LastEvent(Request* request);
+  // A request handed to Triton (JS thread) / completely back (any thread).
+  void Entered(Request* request);
+  void Left(Request* request);
   void DrainOnJsThread(Napi::Env env, Napi::Function callback);
   void DeliverResponse(Napi::Env env, Napi::Function callback,
                        Request* request,
@@ -124,6 +135,12 @@ class InferenceEngine {
   std::vector<Completion> draining_;
   std::vector<napi_value> args_scratch_;
   std::vector<napi_value> input_views_;  // of the request being built
+
+  // Requests inside Triton, for cancelling them from any thread (the owner
+  // of a shared server stopping it) and waiting for them.
+  std::mutex inside_mutex_;
+  std::condition_variable inside_changed_;
+  std::unordered_set<TRITONSERVER_InferenceRequest*> inside_;
 
   // Shared with Triton's threads.
   std::mutex queue_mutex_;

@@ -57,6 +57,49 @@ std::optional<std::string> ServerState::StopAndDelete() {
   return std::nullopt;
 }
 
+void ServerState::AddEngine(const std::shared_ptr<InferenceEngine>& engine) {
+  std::lock_guard<std::mutex> lock(engines_mutex_);
+  engines_.push_back(engine);
+}
+
+void ServerState::CancelEverywhere() {
+  std::vector<std::shared_ptr<InferenceEngine>> engines;
+  {
+    std::lock_guard<std::mutex> lock(engines_mutex_);
+    for (const auto& weak : engines_)
+      if (auto engine = weak.lock()) engines.push_back(std::move(engine));
+  }
+  for (const auto& engine : engines) engine->CancelAll();
+}
+
+namespace {
+std::mutex g_shared_mutex;
+// Servers other threads may attach to, by share id.
+std::unordered_map<uint64_t, std::weak_ptr<ServerState>> g_shared;
+uint64_t g_next_share_id = 1;
+}  // namespace
+
+uint64_t ServerState::ShareId() {
+  std::lock_guard<std::mutex> lock(g_shared_mutex);
+  if (share_id_ == 0) {
+    share_id_ = g_next_share_id++;
+    g_shared[share_id_] = weak_from_this();
+  }
+  return share_id_;
+}
+
+std::shared_ptr<ServerState> FindSharedServer(uint64_t id) {
+  std::lock_guard<std::mutex> lock(g_shared_mutex);
+  auto found = g_shared.find(id);
+  if (found == g_shared.end()) return nullptr;
+  std::shared_ptr<ServerState> state = found->second.lock();
+  if (!state || state->stopping) {
+    g_shared.erase(found);
+    return nullptr;
+  }
+  return state;
+}
+
 namespace {
 std::mutex g_background_mutex;
 std::condition_variable g_background_done;
@@ -351,6 +394,7 @@ Napi::Function ServerWrap::Define(Napi::Env env) {
           InstanceMethod<&ServerWrap::Infer>("infer"),
           InstanceMethod<&ServerWrap::Cancel>("cancel"),
           InstanceMethod<&ServerWrap::InFlight>("inFlight"),
+          InstanceMethod<&ServerWrap::Share>("share"),
       });
 }
 
@@ -362,8 +406,10 @@ ServerWrap::ServerWrap(const Napi::CallbackInfo& info)
     throw ToJsError(info.Env(), TRITONSERVER_ERROR_INVALID_ARG,
                     "NativeServer is created by startServer()");
   state_ = std::move(addon->server_being_wrapped);
+  attached_ = addon->wrapping_attached;
   engine_ = InferenceEngine::Create(info.Env(), state_,
                                     info[0].As<Napi::Function>());
+  state_->AddEngine(engine_);
   napi_add_env_cleanup_hook(info.Env(), &ServerWrap::CleanupHook, this);
   cleanup_hook_added_ = true;
   addon->servers.insert(this);
@@ -400,26 +446,37 @@ void ServerWrap::EndAllForExit(Napi::Env env, std::chrono::milliseconds wait) {
 void ServerWrap::EndWithEnvironment(std::chrono::milliseconds wait) {
   if (ended_) return;
   ended_ = true;
-  state_->stopping = true;
+  closed_ = true;
+  if (!attached_) state_->stopping = true;
   // From here on Triton's threads finish requests themselves: JS may be
   // unable to run, and must not be waited for.
   engine_->Abandon();
-  engine_->CancelAll();
+  if (attached_) {
+    engine_->CancelAll();
+  } else {
+    state_->CancelEverywhere();
+  }
+  // This thread's requests, or (the owner) every thread's.
+  auto wait_until_empty = [this](std::chrono::milliseconds timeout) {
+    return attached_ ? engine_->WaitUntilIdle(timeout)
+                     : state_->WaitUntilEmpty(timeout);
+  };
   bool empty = true;
   if (wait.count() < 0) {
     // Input memory belongs to this environment's heap, which is freed after
     // this hook: Triton must be done reading it, however long that takes.
-    if (!state_->WaitUntilEmpty(std::chrono::seconds(5))) {
+    if (!wait_until_empty(std::chrono::seconds(5))) {
       std::fprintf(stderr,
-                   "tritonserver-node: waiting for %zu request(s) still "
-                   "running inside Triton before the environment can end\n",
-                   state_->RequestsInside());
-      state_->WaitUntilEmpty(wait);
+                   "tritonserver-node: waiting for request(s) still running "
+                   "inside Triton before the environment can end\n");
+      wait_until_empty(wait);
     }
   } else {
-    empty = state_->WaitUntilEmpty(wait);
+    empty = wait_until_empty(wait);
   }
   engine_->ReleaseInputsOfFinished();
+  // An attached thread leaves the server to its owner.
+  if (attached_) return;
   // With nothing inside, stopping unloads every model (Python stubs exit,
   // their shared memory goes) and deleting is safe. A process exiting with
   // requests still inside leaves the server to the exit.
@@ -428,14 +485,15 @@ void ServerWrap::EndWithEnvironment(std::chrono::milliseconds wait) {
 
 Napi::Object ServerWrap::Wrap(Napi::Env env,
                               std::shared_ptr<ServerState> state,
-                              Napi::Function on_responses) {
+                              Napi::Function on_responses, bool attached) {
   Addon* addon = env.GetInstanceData<Addon>();
   addon->server_being_wrapped = std::move(state);
+  addon->wrapping_attached = attached;
   return addon->server_class.New({on_responses});
 }
 
 Napi::Value ServerWrap::RunWithServer(Napi::Env env, ServerWork work) {
-  if (state_->stopping) {
+  if (Closed()) {
     auto deferred = Napi::Promise::Deferred::New(env);
     deferred.Reject(ToJsError(env, TRITONSERVER_ERROR_UNAVAILABLE,
                               "the server has been stopped")
@@ -755,8 +813,9 @@ Napi::Value ServerWrap::Stop(const Napi::CallbackInfo& info) {
   uint32_t wait_seconds = info.Length() > 0 && info[0].IsNumber()
                               ? info[0].As<Napi::Number>().Uint32Value()
                               : 30;
+  if (attached_) return Detach(env, wait_seconds);
   state_->stopping = true;
-  engine_->CancelAll();
+  state_->CancelEverywhere();
   struct Report {
     size_t inside = 0;
     std::string message;
@@ -786,7 +845,7 @@ Napi::Value ServerWrap::Stop(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value ServerWrap::Infer(const Napi::CallbackInfo& info) {
-  if (state_->stopping)
+  if (Closed())
     throw ToJsError(info.Env(), TRITONSERVER_ERROR_UNAVAILABLE,
                     "the server has been stopped");
   return engine_->Infer(info);
@@ -799,6 +858,39 @@ Napi::Value ServerWrap::Cancel(const Napi::CallbackInfo& info) {
   engine_->Cancel(info.Env(), static_cast<uint64_t>(
                                   info[0].As<Napi::Number>().Int64Value()));
   return info.Env().Undefined();
+}
+
+// share() → the id Server.attach() takes in another thread.
+Napi::Value ServerWrap::Share(const Napi::CallbackInfo& info) {
+  if (Closed())
+    throw ToJsError(info.Env(), TRITONSERVER_ERROR_UNAVAILABLE,
+                    "the server has been stopped");
+  return Napi::Number::New(info.Env(), static_cast<double>(state_->ShareId()));
+}
+
+// An attached thread's stop(): cancels this thread's requests, waits for
+// them (up to waitSeconds), and lets go of the server — which goes on
+// serving its owner and other threads.
+Napi::Value ServerWrap::Detach(Napi::Env env, uint32_t wait_seconds) {
+  closed_ = true;
+  engine_->CancelAll();
+  auto inside = std::make_shared<size_t>(0);
+  return BlockingCall::Run(
+      env,
+      [engine = engine_, wait_seconds, inside](Outcome*) -> std::optional<Failure> {
+        if (!engine->WaitUntilIdle(std::chrono::seconds(wait_seconds)))
+          *inside = engine->RequestsInside();
+        return std::nullopt;
+      },
+      [engine = engine_, inside](Napi::Env env, Outcome&) -> Napi::Value {
+        engine->Close();
+        Napi::Object result = Napi::Object::New(env);
+        result.Set("complete", *inside == 0);
+        result.Set("requestsInside",
+                   Napi::Number::New(env, static_cast<double>(*inside)));
+        result.Set("message", "");
+        return result;
+      });
 }
 
 Napi::Value ServerWrap::InFlight(const Napi::CallbackInfo& info) {

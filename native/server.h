@@ -52,6 +52,13 @@ struct ServerState : std::enable_shared_from_this<ServerState> {
   // The exit timeout of Triton's own stop: at least kMinUnloadSeconds.
   void SetUnloadTimeout(uint32_t seconds);
   static constexpr uint32_t kMinUnloadSeconds = 10;
+  // Every engine (one per attached thread) that sends requests to this
+  // server, so the owner's stop can cancel them all.
+  void AddEngine(const std::shared_ptr<InferenceEngine>& engine);
+  void CancelEverywhere();
+  // The id other threads attach with (server.share()); made on first use.
+  uint64_t ShareId();
+
   // Stops and deletes the server (blocks while Triton unloads models); only
   // when no request is inside. Triton's message if its stop failed (then
   // the server is left undeleted: deleting it would crash).
@@ -62,7 +69,13 @@ struct ServerState : std::enable_shared_from_this<ServerState> {
   std::condition_variable inside_changed_;
   size_t inside_ = 0;
   bool delete_when_empty_ = false;
+  std::mutex engines_mutex_;
+  std::vector<std::weak_ptr<InferenceEngine>> engines_;
+  uint64_t share_id_ = 0;
 };
+
+// A shared server by its share id, or null when it is gone or stopping.
+std::shared_ptr<ServerState> FindSharedServer(uint64_t id);
 
 // Servers stopped and deleted on threads of their own (after a stop that
 // left requests inside), which process exit must wait for.
@@ -91,7 +104,7 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
 
   // Creates the JS object for a server that ServerNew just made.
   static Napi::Object Wrap(Napi::Env env, std::shared_ptr<ServerState> state,
-                           Napi::Function on_responses);
+                           Napi::Function on_responses, bool attached = false);
   void SetCopyOutputs(bool copy);
 
  private:
@@ -116,6 +129,11 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
   Napi::Value Infer(const Napi::CallbackInfo& info);
   Napi::Value Cancel(const Napi::CallbackInfo& info);
   Napi::Value InFlight(const Napi::CallbackInfo& info);
+  Napi::Value Share(const Napi::CallbackInfo& info);
+  Napi::Value Detach(Napi::Env env, uint32_t wait_seconds);
+  // This wrapper is closed (stopped, or detached from a shared server), or
+  // the server itself is stopping.
+  bool Closed() const { return closed_ || state_->stopping; }
 
   using ServerFlagCall = TRITONSERVER_Error* (*)(
       const TritonApi& api, TRITONSERVER_Server* server, bool* flag);
@@ -152,6 +170,10 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
   std::shared_ptr<InferenceEngine> engine_;
   bool cleanup_hook_added_ = false;
   bool ended_ = false;
+  // Attached to a server another thread started (Server.attach): stopping
+  // or ending detaches this thread only.
+  bool attached_ = false;
+  bool closed_ = false;
 };
 
 }  // namespace tsn
