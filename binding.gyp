@@ -8,6 +8,8 @@
         "native/errors.cc",
         "native/inference.cc",
         "native/loader.cc",
+        "native/logging.cc",
+        "native/metrics.cc",
         "native/server.cc"
       ],
       "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],

@@ -45,3 +45,43 @@ export {
 } from './model-config.js';
 export { writeModelRepository, type ModelRepositoryEntry } from './model-repository.js';
 export { apiVersion, liveObjects, librarySearchPaths, type LibraryInfo, type LiveObjects } from './native.js';
+export {
+  parseMetricsText,
+  type MetricSample,
+  type MetricType,
+} from './observability/metrics.js';
+export {
+  MetricFamily,
+  Metric,
+  metricFamilyOptionsSchema,
+  type MetricFamilyOptions,
+  type MetricKind,
+} from './observability/custom-metrics.js';
+export {
+  modelStatisticsSchema,
+  parseStatisticsJson,
+  type DurationStat,
+  type InferenceStats,
+  type BatchStats,
+  type ResponseStats,
+  type MemoryUsage,
+} from './observability/statistics.js';
+export {
+  metricsHandler,
+  collectMetricsText,
+  PROMETHEUS_CONTENT_TYPE,
+  type MetricsHandler,
+  type MetricsHandlerOptions,
+  type MetricsRegistryLike,
+  type ReplyLike,
+} from './observability/handler.js';
+export {
+  parseTritonLogLine,
+  followTritonLog,
+  type LogLevel,
+  type TritonLogRecord,
+  type TritonLogSink,
+  type PinoLikeLogger,
+  type FollowLogOptions,
+  type TritonLogFollower,
+} from './observability/logging.js';

@@ -16,6 +16,10 @@ import {
   type NativeServer,
 } from './native.js';
 import { parseServerOptions, serverOptionCalls, type ServerOptions } from './options.js';
+import { MetricFamily, type MetricFamilyOptions } from './observability/custom-metrics.js';
+import { logIsEnabled, logMessage, type LogLevel } from './observability/logging.js';
+import { parseMetricsText, type MetricSample } from './observability/metrics.js';
+import { parseStatisticsJson, type ModelStatistics } from './observability/statistics.js';
 
 /** `TRITONSERVER_ServerMetadata`. */
 export interface ServerMetadata {
@@ -73,10 +77,13 @@ export class Server implements AsyncDisposable {
   readonly #native: NativeServer;
   readonly #inference: Inference;
   #stopping: Promise<void> | undefined;
+  readonly #metricsEnabled: boolean;
+  readonly #metricFamilies = new Set<MetricFamily>();
 
-  private constructor(nativeServer: NativeServer, inference: Inference) {
+  private constructor(nativeServer: NativeServer, inference: Inference, metricsEnabled: boolean) {
     this.#native = nativeServer;
     this.#inference = inference;
+    this.#metricsEnabled = metricsEnabled;
   }
 
   /**
@@ -99,7 +106,7 @@ export class Server implements AsyncDisposable {
       inference.onResponse,
       resolved.outputCopy ?? false,
     );
-    const server = new Server(nativeServer, inference);
+    const server = new Server(nativeServer, inference, resolved.metrics?.enabled !== false);
     inference.attach(nativeServer);
     return server;
   }
@@ -212,9 +219,53 @@ export class Server implements AsyncDisposable {
     await this.#call((s) => s.unregisterModelRepository(path));
   }
 
-  /** Triton's metrics in Prometheus text format. */
-  metrics(): Promise<string> {
+  /** Triton's metrics in Prometheus text format (custom families included). */
+  async metrics(): Promise<string> {
+    this.#checkMetrics();
     return this.#call((s) => s.metrics());
+  }
+
+  /** Triton's metrics parsed: one sample per line of the text. */
+  async metricsSamples(): Promise<MetricSample[]> {
+    return parseMetricsText(await this.metrics());
+  }
+
+  /**
+   * A custom metric family in Triton's registry, served with Triton's own
+   * metrics. Deleted by `family.delete()` or when the server stops.
+   * Histograms need C API 1.34 (UNSUPPORTED on older libraries).
+   */
+  metricFamily(options: MetricFamilyOptions): MetricFamily {
+    if (this.#stopping !== undefined) throw new TritonError('UNAVAILABLE', 'the server has been stopped');
+    this.#checkMetrics();
+    const family = new MetricFamily(this.library.path, options, (deleted) => this.#metricFamilies.delete(deleted));
+    this.#metricFamilies.add(family);
+    return family;
+  }
+
+  #checkMetrics(): void {
+    if (!this.#metricsEnabled) {
+      throw new TritonError('UNAVAILABLE', 'metrics are disabled: the server was started with metrics: { enabled: false }');
+    }
+  }
+
+  /** Statistics of every ready model version, typed (see `Model.statistics`). */
+  async statistics(): Promise<ModelStatistics[]> {
+    return parseStatisticsJson(await this.#call((s) => s.modelStatistics('', -1)));
+  }
+
+  /**
+   * Writes one record through Triton's logger (`TRITONSERVER_LogMessage`),
+   * so it lands where Triton's own lines go, in Triton's format. Triton's
+   * logger is process-wide.
+   */
+  log(level: LogLevel, message: string, where: { file?: string; line?: number } = {}): void {
+    logMessage(this.library.path, level, message, where.file ?? 'tritonserver-node', where.line ?? 0);
+  }
+
+  /** Whether Triton's logger writes records of this level (`TRITONSERVER_LogIsEnabled`). */
+  logEnabled(level: LogLevel): boolean {
+    return logIsEnabled(this.library.path, level);
   }
 
   /** Runs one inference on the named model; see `Model.infer`. */
@@ -228,6 +279,10 @@ export class Server implements AsyncDisposable {
    * every later call rejects with UNAVAILABLE.
    */
   stop(): Promise<void> {
+    if (this.#stopping === undefined) {
+      // Custom metrics are Triton's process-wide objects: delete them once, here.
+      for (const family of [...this.#metricFamilies]) family.delete();
+    }
     this.#stopping ??= this.#native.stop().then(() => this.#inference.abandonPending());
     return this.#stopping;
   }

@@ -3,6 +3,7 @@
 
 #include "blocking.h"
 #include "inference.h"
+#include "observability.h"
 #include "server.h"
 
 namespace tsn {
@@ -40,6 +41,8 @@ Addon::Addon(Napi::Env env, Napi::Object exports) {
                   InstanceMethod<&Addon::StartServer>("startServer"),
                   InstanceMethod<&Addon::LiveObjects>("liveObjects"),
               });
+  RegisterMetrics(env, exports);
+  RegisterLogging(env, exports);
 }
 
 Napi::Value Addon::SetErrorClass(const Napi::CallbackInfo& info) {

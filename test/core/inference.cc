@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "server.h"
+#include "trace.h"
 
 namespace tc {
 
@@ -561,6 +562,9 @@ Process(const Job& job)
   }
   const uint64_t start_ns = NowNs();
   const uint64_t request_start_ns = r->request_start_ns;
+  // The trace outlives the request (a decoupled request is released early).
+  TRITONSERVER_InferenceTrace* trace = r->trace;
+  r->trace = nullptr;
   r->state = RequestState::kExecuting;
 
   // Cancelled or timed out while waiting in the queue.
@@ -579,6 +583,8 @@ Process(const Job& job)
     if (model->metrics) {
       model->metrics->failure[cancelled ? kCanceled : kRejected]++;
     }
+    TraceReport(trace, TRITONSERVER_TRACE_REQUEST_END, NowNs());
+    TraceRelease(trace);
     return;
   }
 
@@ -630,6 +636,14 @@ Process(const Job& job)
     r = nullptr;
   }
   const uint64_t end_ns = NowNs();
+  if (trace != nullptr) {
+    TraceReport(trace, TRITONSERVER_TRACE_COMPUTE_START, start_ns);
+    TraceReport(trace, TRITONSERVER_TRACE_COMPUTE_INPUT_END, ctx.compute_input_end_ns);
+    TraceReport(trace, TRITONSERVER_TRACE_COMPUTE_OUTPUT_START, ctx.compute_output_start_ns);
+    TraceReport(trace, TRITONSERVER_TRACE_COMPUTE_END, end_ns);
+    TraceReport(trace, TRITONSERVER_TRACE_REQUEST_END, NowNs());
+    TraceRelease(trace);
+  }
 
   std::lock_guard<std::mutex> lk(model->stats.mu);
   ModelStats& st = model->stats;
@@ -642,7 +656,9 @@ Process(const Job& job)
   if (model->metrics) {
     model->metrics->exec++;
   }
-  if (!ctx.any_error) {
+  // A Python model's error response still counts as a success
+  // (TRITON_FACTS.md, "Batching, ensembles, statistics").
+  if (!ctx.any_error || model->spec.backend == "python") {
     st.success.Add(end_ns - request_start_ns);
     st.queue.Add(start_ns - job.enqueue_ns);
     st.compute_input.Add(ctx.compute_input_end_ns - start_ns);
@@ -1475,8 +1491,8 @@ TRITONSERVER_ServerInferAsync(
     return s.ToError();
   }
   if (trace != nullptr) {
-    return tc::NewError(
-        TRITONSERVER_ERROR_UNSUPPORTED, "inference tracing not supported");
+    trace->model_name = r->model->name;
+    trace->model_version = r->model->version;
   }
 
   std::shared_ptr<tc::Model> model = r->model;
@@ -1485,6 +1501,8 @@ TRITONSERVER_ServerInferAsync(
   job.request = r;
   job.enqueue_ns = tc::NowNs();
   r->request_start_ns = job.enqueue_ns;
+  r->trace = trace;
+  tc::TraceReport(trace, TRITONSERVER_TRACE_REQUEST_START, job.enqueue_ns);
   uint64_t timeout_us = 0;
   if (model->spec.dynamic_batching) {
     timeout_us = model->spec.default_timeout_us;
@@ -1499,11 +1517,14 @@ TRITONSERVER_ServerInferAsync(
     if (model->spec.max_queue_size != 0 &&
         ex.queued >= model->spec.max_queue_size) {
       r->state = tc::RequestState::kFailedEnqueue;
+      r->trace = nullptr;
+      tc::TraceRelease(trace);
       return tc::NewError(
           TRITONSERVER_ERROR_UNAVAILABLE,
           r->LogRequest() + "Exceeds maximum queue size");
     }
     r->state = tc::RequestState::kPending;
+    tc::TraceReport(trace, TRITONSERVER_TRACE_QUEUE_START, tc::NowNs());
     if (model->metrics) {
       model->metrics->pending++;
     }

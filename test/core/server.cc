@@ -165,6 +165,7 @@ SerializeMetrics(uint64_t pinned_pool_bytes)
       "\n# HELP nv_pinned_memory_pool_used_bytes Pinned memory pool used "
       "memory size, in bytes\n# TYPE nv_pinned_memory_pool_used_bytes "
       "gauge\nnv_pinned_memory_pool_used_bytes 0\n";
+  out += SerializeCustomMetrics();
   return out;
 }
 

@@ -129,6 +129,8 @@ struct MetricReporter {
 std::shared_ptr<MetricReporter> GetMetricReporter(
     const std::string& model, int64_t version);
 std::string SerializeMetrics(uint64_t pinned_pool_bytes);
+// Custom metric families (custom_metrics.cc), after Triton's own.
+std::string SerializeCustomMetrics();
 
 // ---- native model implementations ----
 struct ExecInput {
@@ -355,6 +357,7 @@ struct TRITONSERVER_InferenceRequest {
   int64_t batch_size = 0;
   std::vector<std::string> outputs_to_send;
   uint64_t request_start_ns = 0;
+  TRITONSERVER_InferenceTrace* trace = nullptr;  // set by ServerInferAsync
   std::string LogRequest() const
   {
     return "[request id: " + (id.empty() ? std::string("<id_unknown>") : id) +
