@@ -85,3 +85,16 @@ export {
   type FollowLogOptions,
   type TritonLogFollower,
 } from './observability/logging.js';
+export {
+  buildTrace,
+  liveTraces,
+  TRACE_ACTIVITIES,
+  type InferenceTrace,
+  type RequestTrace,
+  type TraceActivity,
+  type TraceActivityName,
+  type TraceDurations,
+  type TraceOptions,
+  type TracerLike,
+  type SpanLike,
+} from './observability/tracing.js';

@@ -5,7 +5,14 @@
  * request.
  */
 import { TritonError } from './errors.js';
-import type { NativeInputField, NativeResponseCallback, NativeServer } from './native.js';
+import { native, type NativeInputField, type NativeResponseCallback, type NativeServer } from './native.js';
+import {
+  buildTrace,
+  exportSpans,
+  loadOpenTelemetry,
+  type InferenceTrace,
+  type TraceOptions,
+} from './observability/tracing.js';
 import { normalizeInput, outputTensor, type DataType, type InputValue, type Tensor } from './tensor.js';
 
 export interface SequenceOptions {
@@ -36,6 +43,12 @@ export interface InferenceRequest {
   sequence?: SequenceOptions;
   /** Model version; default: the one the `Model` was made for. */
   modelVersion?: number;
+  /**
+   * Trace this request through Triton's stages (off by default): the
+   * timeline is on `response.trace`; with `tracer` it is also exported as
+   * OpenTelemetry spans under the caller's active span.
+   */
+  trace?: boolean | TraceOptions;
 }
 
 export interface InferenceResponse {
@@ -45,6 +58,8 @@ export interface InferenceResponse {
   parameters: Record<string, string | number | boolean>;
   /** Triton's FINAL flag: the last response of the request. */
   final: boolean;
+  /** The request's timeline, when it was traced (see `InferenceRequest.trace`). */
+  trace?: InferenceTrace;
 }
 
 interface TensorInfo {
@@ -84,6 +99,33 @@ interface Completion {
 }
 
 type Handler = (completion: Completion) => void;
+
+/** A traced request's settings, fixed when `infer()`/`stream()` is called. */
+interface Tracing {
+  options: TraceOptions;
+  /** The caller's active OpenTelemetry context, when a tracer is given. */
+  parent: unknown;
+  api: Awaited<ReturnType<typeof loadOpenTelemetry>> | undefined;
+}
+
+async function prepareTracing(trace: InferenceRequest['trace']): Promise<Tracing | undefined> {
+  if (trace === undefined || trace === false) return undefined;
+  const options = trace === true ? {} : trace;
+  if (options.tracer === undefined) return { options, parent: undefined, api: undefined };
+  const api = await loadOpenTelemetry();
+  // Still the caller's async context here: awaits keep it.
+  return { options, parent: api.context.active(), api };
+}
+
+/** The trace once Triton released it, exported and reported as asked. */
+async function finishTrace(tracing: Tracing, records: Promise<Array<bigint | string | number>>, calledNs: bigint): Promise<InferenceTrace> {
+  const trace = buildTrace(await records, calledNs);
+  if (tracing.options.tracer !== undefined && tracing.api !== undefined) {
+    exportSpans(trace, tracing.options.tracer, tracing.api, tracing.parent);
+  }
+  tracing.options.onTrace?.(trace);
+  return trace;
+}
 
 function cancelled(message: string, cause?: unknown): TritonError {
   return new TritonError('CANCELLED', message, cause === undefined ? undefined : { cause });
@@ -169,9 +211,10 @@ export class Inference {
   async infer(model: string, version: number, request: InferenceRequest): Promise<InferenceResponse> {
     const key = `${model}\u0000${version}`;
     const info = this.#info.get(key) ?? (await this.#modelInfo(key, model, version));
+    const tracing = request.trace ? await prepareTracing(request.trace) : undefined;
     const signal = request.signal;
     return new Promise<InferenceResponse>((resolve, reject) => {
-      const token = this.#start(model, version, info, request);
+      const { token, trace } = this.#start(model, version, info, request, tracing);
       let response: Completion | undefined;
       let extraResponses = 0;
       let settled = false;
@@ -211,7 +254,15 @@ export class Inference {
           );
         } else {
           try {
-            resolve(toResponse(response, model, request));
+            const result = toResponse(response, model, request);
+            if (trace === undefined) {
+              resolve(result);
+            } else {
+              trace.then((timeline) => {
+                result.trace = timeline;
+                resolve(result);
+              }, reject);
+            }
           } catch (error) {
             reject(error);
           }
@@ -231,8 +282,9 @@ export class Inference {
   async *stream(model: string, version: number, request: InferenceRequest): AsyncGenerator<InferenceResponse> {
     const key = `${model}\u0000${version}`;
     const info = this.#info.get(key) ?? (await this.#modelInfo(key, model, version));
+    const tracing = request.trace ? await prepareTracing(request.trace) : undefined;
     const signal = request.signal;
-    const token = this.#start(model, version, info, request);
+    const { token, trace } = this.#start(model, version, info, request, tracing);
     const queue: Completion[] = [];
     let wake: (() => void) | undefined;
     let failure: TritonError | undefined;
@@ -272,7 +324,12 @@ export class Inference {
           finished = completion.final;
           throw completion.error;
         }
-        if (hasResponse(completion)) yield toResponse(completion, model, request);
+        if (hasResponse(completion)) {
+          const response = toResponse(completion, model, request);
+          // The last response carries the trace; a bare FINAL flag cannot (onTrace can).
+          if (completion.final && trace !== undefined) response.trace = await trace;
+          yield response;
+        }
         if (completion.final) {
           finished = true;
           return;
@@ -290,12 +347,36 @@ export class Inference {
     }
   }
 
-  /** Validates the request and hands it to the addon; returns its token. */
-  #start(model: string, version: number, info: ModelInfo, request: InferenceRequest): number {
+  /**
+   * Validates the request and hands it to the addon; returns its token and,
+   * when traced, the promise of its trace.
+   */
+  #start(
+    model: string,
+    version: number,
+    info: ModelInfo,
+    request: InferenceRequest,
+    tracing: Tracing | undefined,
+  ): { token: number; trace: Promise<InferenceTrace> | undefined } {
     const inputs = prepareInputs(model, info, request);
     const signal = request.signal;
     if (signal?.aborted) throw cancelled('the request was aborted before it started', signal.reason);
-    return startRequest(this.#server(), model, version, inputs, request);
+    const nativeServer = this.#server();
+    if (tracing === undefined) return { token: startRequest(nativeServer, model, version, inputs, request), trace: undefined };
+    const calledNs = process.hrtime.bigint();
+    const records = native.traceNext(nativeServer.library().path);
+    let token: number;
+    try {
+      token = startRequest(nativeServer, model, version, inputs, request);
+    } catch (error) {
+      native.traceCancel();
+      records.catch(() => undefined);
+      throw error;
+    }
+    const trace = finishTrace(tracing, records, calledNs);
+    // A request that fails is still traced; nobody may be waiting for it.
+    trace.catch(() => undefined);
+    return { token, trace };
   }
 
   #server(): NativeServer {

@@ -104,6 +104,16 @@ export interface NativeObservability {
   metricKind(metric: NativeHandle): number;
   logIsEnabled(libraryPath: string, level: number): boolean;
   logMessage(libraryPath: string, level: number, file: string, line: number, message: string): void;
+  /**
+   * Arms a TIMESTAMPS trace for the next request this thread submits
+   * (native/trace.cc). Resolves once Triton released it, with its records
+   * flat as trace id, parent id, model, version, activity, timestamp (ns).
+   */
+  traceNext(libraryPath: string): Promise<Array<bigint | string | number>>;
+  /** Drops the armed trace when the request was not submitted. */
+  traceCancel(): void;
+  /** Triton trace objects not yet deleted. */
+  liveTraces(): number;
 }
 
 export interface NativeAddon extends NativeObservability {

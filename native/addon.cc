@@ -4,6 +4,7 @@
 #include "blocking.h"
 #include "inference.h"
 #include "observability.h"
+#include "trace.h"
 #include "server.h"
 
 namespace tsn {
@@ -43,6 +44,7 @@ Addon::Addon(Napi::Env env, Napi::Object exports) {
               });
   RegisterMetrics(env, exports);
   RegisterLogging(env, exports);
+  RegisterTrace(env, exports);
 }
 
 Napi::Value Addon::SetErrorClass(const Napi::CallbackInfo& info) {

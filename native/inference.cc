@@ -5,6 +5,8 @@
 #include <cstring>
 #include <optional>
 
+#include "trace.h"
+
 namespace tsn {
 
 LiveCounters& Live() {
@@ -562,11 +564,15 @@ Napi::Value InferenceEngine::Infer(const Napi::CallbackInfo& info) {
   Live().input_references++;
   if (requests_.empty()) tsfn_.Ref(env);
   requests_.emplace(request->token, request);
+  // Tracing hook (trace.cc): null unless JS armed a trace for this request.
+  TRITONSERVER_InferenceTrace* trace = TakeArmedTrace();
   // On failure no callback will ever come: the request is still ours.
   if (auto failure = TakeError(api_, api_.ServerInferAsync(
                                          state_->server, request->triton,
-                                         nullptr)))
+                                         trace))) {
+    TraceSubmitFailed(trace);
     throw fail(ToJsError(env, *failure));
+  }
   return Napi::Number::New(env, request->token);
 }
 
