@@ -117,7 +117,9 @@ void OnRelease(TRITONSERVER_InferenceTrace* trace, void* userp) {
 
 // JS thread: the records as one flat array, then the promise settles.
 void Deliver(Napi::Env env, Napi::Function, TraceContext* context, std::nullptr_t*) {
-  if (env != nullptr) {
+  // Nothing may be thrown out of here (it would terminate the process), e.g.
+  // while the environment is being torn down and JS cannot run.
+  if (env != nullptr) try {
     std::vector<Record> records;
     {
       std::lock_guard<std::mutex> lock(context->mutex);
@@ -134,6 +136,8 @@ void Deliver(Napi::Env env, Napi::Function, TraceContext* context, std::nullptr_
       flat.Set(i++, Napi::BigInt::New(env, r.timestamp_ns));
     }
     context->deferred.Resolve(flat);
+  } catch (const Napi::Error&) {
+    // The environment is going away: nobody is left to read the trace.
   }
   context->tsfn.Release();
   context->Unref();
@@ -157,9 +161,9 @@ Napi::Value TraceNext(const Napi::CallbackInfo& info) {
   }
   g_live_traces++;
   TakeError(api, api.InferenceTraceId(context->root, &context->root_id));
+  // Stays referenced until delivered: Triton may release the trace after the
+  // response, and the caller awaits it (like a request in flight).
   context->tsfn = TraceTsfn::New(env, "tritonserver-node trace", 0, 1, context);
-  // A trace in flight must not keep the process alive on its own.
-  context->tsfn.Unref(env);
   t_armed = context;
   return context->deferred.Promise();
 }

@@ -44,6 +44,20 @@ function valueOf(samples: MetricSample[], name: string, labels: Record<string, s
 
 const ID = { model: 'identity_fp32', version: '1' };
 
+/**
+ * Triton updates a request's counters when it releases the request, which
+ * may be just after the response arrived: read until `count` reaches at
+ * least `expected` (a bounded number of reads), and return what it read.
+ */
+async function counted(server: Server, count: (samples: MetricSample[]) => number, expected: number): Promise<MetricSample[]> {
+  let samples = await server.metricsSamples();
+  for (let i = 0; i < 200 && count(samples) < expected; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    samples = await server.metricsSamples();
+  }
+  return samples;
+}
+
 describe('Triton metrics', () => {
   it('counters move by exactly the number of requests, with Triton’s HELP, TYPE and labels', async () => {
     const server = await started();
@@ -51,7 +65,9 @@ describe('Triton metrics', () => {
     const before = await server.metricsSamples();
     const n = 12;
     await Promise.all(Array.from({ length: n }, (_, i) => model.infer(identity(i))));
-    const after = await server.metricsSamples();
+    const successes = (samples: MetricSample[]) =>
+      valueOf(samples, 'nv_inference_request_success', ID) - valueOf(before, 'nv_inference_request_success', ID);
+    const after = await counted(server, successes, n);
 
     const success = sample(after, 'nv_inference_request_success', ID);
     expect(success).toMatchObject({
@@ -80,6 +96,15 @@ describe('Triton metrics', () => {
       expect(duration?.type, family).toBe('counter');
       expect(duration!.value, family).toBeGreaterThanOrEqual(valueOf(before, family, ID));
     }
+    // Process-wide gauges (Triton built with CPU metrics, the default).
+    const utilization = sample(after, 'nv_cpu_utilization', {});
+    expect(utilization).toMatchObject({ type: 'gauge', help: 'CPU utilization rate [0.0 - 1.0]', labels: {} });
+    expect(utilization!.value).toBeGreaterThanOrEqual(0);
+    expect(utilization!.value).toBeLessThanOrEqual(1);
+    const memory = sample(after, 'nv_cpu_memory_total_bytes', {});
+    expect(memory?.help).toBe('CPU total memory (RAM), in bytes');
+    // Triton samples them every metrics interval (0 until the first sample).
+    expect(memory!.value).toBeGreaterThanOrEqual(valueOf(after, 'nv_cpu_memory_used_bytes', {}));
     const pending = sample(after, 'nv_inference_pending_request_count', ID);
     expect(pending).toMatchObject({
       type: 'gauge',
@@ -104,7 +129,8 @@ describe('Triton metrics', () => {
     for (let i = 0; i < m; i++) {
       await rejection(model.infer({ inputs: { INPUT0: new Float32Array([1]) } }));
     }
-    expect(total(await server.metricsSamples()) - before).toBe(m);
+    const after = await counted(server, (samples) => total(samples) - before, m);
+    expect(total(after) - before).toBe(m);
   });
 
   it('disabled metrics give a clear error', async () => {
@@ -209,6 +235,7 @@ describe('custom metrics', () => {
       expect.objectContaining({ code: 'INVALID_ARG' }),
     );
     expect(() => server.metricFamily({ name: 'app_h', description: 'x', kind: 'histogram' })).toThrow('a histogram needs buckets');
+    expect(() => server.metricFamily({ name: 'app_l', description: 'two\nlines', kind: 'gauge' })).toThrow('must be one line');
     expect(() => server.metricFamily({ name: 'app_g', description: 'x', kind: 'gauge', buckets: [1] })).toThrow('a gauge has no buckets');
     expect(() => server.metricFamily({ name: 'app_h2', description: 'x', kind: 'histogram', buckets: [2, 1] })).toThrow(
       'buckets must be strictly ascending',
@@ -265,7 +292,12 @@ describe('statistics', () => {
     const model = await server.loadModel('identity_fp32');
     const n = 20;
     await Promise.all(Array.from({ length: n }, (_, i) => model.infer(identity(i))));
-    const [stats] = await model.statistics();
+    // Statistics, like the metrics, are counted when Triton releases the request.
+    let [stats] = await model.statistics();
+    for (let i = 0; i < 200 && (stats?.inference_count ?? 0) < n; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      [stats] = await model.statistics();
+    }
     expect(stats).toBeDefined();
     expect(stats!.name).toBe('identity_fp32');
     expect(stats!.version).toBe('1');
@@ -288,20 +320,39 @@ describe('statistics', () => {
     expect(all.find((s) => s.name === 'identity_fp32')?.inference_count).toBe(n);
   });
 
-  it('a decoupled model has response_stats per response index', async () => {
+  it('a decoupled Python model counts one request and one execution, and no response_stats', async () => {
+    // Real Triton's Python backend reports no per-response statistics
+    // (observed: "response_stats":{} after a three-response stream).
     const server = await started();
     const model = await server.loadModel('repeat_int32');
-    const responses = [];
-    for await (const response of model.stream({
-      inputs: { IN: new Int32Array([4, 5, 6]), DELAY_MS: new Uint32Array([0]) },
-    })) {
-      responses.push(response);
+    let responses = 0;
+    for await (const response of model.stream({ inputs: { IN: new Int32Array([4, 5, 6]), DELAY_MS: new Uint32Array([0]) } })) {
+      expect(response.outputs.OUT).toBeDefined();
+      responses++;
     }
-    const [stats] = await model.statistics();
-    // One entry per response sent; the FINAL flag without a response may add an empty one.
-    for (const index of ['0', '1', '2']) expect(stats!.response_stats[index]?.success.count, index).toBe(1);
-    const extra = Object.keys(stats!.response_stats).filter((key) => !['0', '1', '2'].includes(key));
-    for (const index of extra) expect(stats!.response_stats[index]).toMatchObject({ success: { count: 0 }, empty_response: { count: 1 } });
+    expect(responses).toBe(3);
+    let [stats] = await model.statistics();
+    for (let i = 0; i < 200 && (stats?.inference_count ?? 0) < 1; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      [stats] = await model.statistics();
+    }
+    expect(stats).toMatchObject({ inference_count: 1, execution_count: 1, response_stats: {} });
+    expect(stats!.inference_stats.success.count).toBe(1);
+  });
+
+  it('types response_stats per response index', () => {
+    const dur = (count: number, ns: number) => `{"count":${count},"ns":${ns}}`;
+    const zero = dur(0, 0);
+    const stats = `{"compute_infer":${dur(1, 10)},"compute_output":${dur(1, 2)},"success":${dur(1, 12)},"fail":${zero},"empty_response":${zero},"cancel":${zero}}`;
+    const inference = ['success', 'fail', 'queue', 'compute_input', 'compute_infer', 'compute_output', 'cache_hit', 'cache_miss']
+      .map((key) => `"${key}":${zero}`)
+      .join(',');
+    const text = `{"model_stats":[{"name":"d","version":"1","last_inference":0,"inference_count":1,"execution_count":1,"inference_stats":{${inference}},"response_stats":{"0":${stats},"1":${stats}},"batch_stats":[]}]}`;
+    const [parsed] = parseStatisticsJson(text);
+    expect(Object.keys(parsed!.response_stats)).toEqual(['0', '1']);
+    expect(parsed!.response_stats['1']!.compute_infer).toEqual({ count: 1, ns: 10n });
+    // memory_usage is optional in older Tritons and defaults to [].
+    expect(parsed!.memory_usage).toEqual([]);
   });
 
   it('reads 64-bit counters exactly', () => {

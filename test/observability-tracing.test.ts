@@ -1,9 +1,12 @@
+import { execFile } from 'node:child_process';
+import { resolve } from 'node:path';
+import { promisify } from 'node:util';
 import { context, trace as otelTrace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Tensor, liveObjects, liveTraces, type InferenceTrace, type Server } from '../lib/index.js';
-import { collectGarbage, startServer } from './helpers.js';
+import { MODELS, REPO_ROOT, collectGarbage, startServer } from './helpers.js';
 
 const ORDER = [
   'REQUEST_START',
@@ -71,6 +74,15 @@ describe('tracing', () => {
     expect(queue! + computeInput! + computeInfer! + computeOutput! <= total!).toBe(true);
     // Its outputs are the untraced ones.
     expect([...(response.outputs.OUTPUT0!.data as Float32Array)]).toEqual([1, 2, 3]);
+  });
+
+  it('waits for the trace in a process that has nothing else to wait for, then exits', async () => {
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      ['--import', 'tsx', resolve(import.meta.dirname, 'fixtures/traced-infer.ts'), MODELS],
+      { cwd: REPO_ROOT, timeout: 30_000 },
+    );
+    expect(stdout.trim()).toBe(ORDER.join(','));
   });
 
   it('traces concurrent requests each on its own, and frees every request', async () => {

@@ -20,8 +20,8 @@ export const metricFamilyOptionsSchema = z
   .strictObject({
     /** Prometheus metric name: `[a-zA-Z_:][a-zA-Z0-9_:]*`. */
     name: z.string().regex(/^[a-zA-Z_:][a-zA-Z0-9_:]*$/, 'must be a Prometheus metric name ([a-zA-Z_:][a-zA-Z0-9_:]*)'),
-    /** The HELP text. */
-    description: z.string(),
+    /** The HELP text, one line: Triton writes it into the exposition text unescaped. */
+    description: z.string().refine((text) => !/[\r\n]/.test(text), 'must be one line (Triton prints it unescaped)'),
     kind: z.enum(['counter', 'gauge', 'histogram']),
     /** Histogram bucket upper bounds, ascending (histograms need C API 1.34). */
     buckets: z.array(z.number().finite()).nonempty().optional(),

@@ -490,7 +490,11 @@ ExecContext::Send(std::vector<OutTensor> outs, const Status& err, uint32_t flags
       cancelled_error = true;
     }
   }
-  if (model_->spec.decoupled) {
+  // Real Triton's Python backend reports no per-response statistics
+  // (observed 2026-12-01: "response_stats":{} after a repeat_int32 stream).
+  const bool response_stats =
+      model_->spec.decoupled && model_->spec.backend != "python";
+  if (response_stats) {
     const uint64_t start = last_response_ns ? last_response_ns : compute_input_end_ns;
     std::lock_guard<std::mutex> lk(model_->stats.mu);
     ResponseStat& rs = model_->stats.responses[responses_sent];
@@ -515,7 +519,8 @@ ExecContext::Send(std::vector<OutTensor> outs, const Status& err, uint32_t flags
 void
 ExecContext::SendFlags(uint32_t flags)
 {
-  if (model_->spec.decoupled && (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL)) {
+  if (model_->spec.decoupled && model_->spec.backend != "python" &&
+      (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL)) {
     const uint64_t start =
         last_response_ns ? last_response_ns : compute_input_end_ns;
     std::lock_guard<std::mutex> lk(model_->stats.mu);

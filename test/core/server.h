@@ -43,6 +43,7 @@ struct TRITONSERVER_Message {
 
 struct TRITONSERVER_Metrics {
   uint64_t pinned_pool_bytes = 0;
+  bool cpu_metrics = false;  // metrics and CPU metrics on
   std::string text;  // refreshed by every MetricsFormatted call
 };
 
@@ -128,7 +129,7 @@ struct MetricReporter {
 };
 std::shared_ptr<MetricReporter> GetMetricReporter(
     const std::string& model, int64_t version);
-std::string SerializeMetrics(uint64_t pinned_pool_bytes);
+std::string SerializeMetrics(uint64_t pinned_pool_bytes, bool cpu_metrics);
 // Custom metric families (custom_metrics.cc), after Triton's own.
 std::string SerializeCustomMetrics();
 
