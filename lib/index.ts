@@ -98,3 +98,4 @@ export {
   type TracerLike,
   type SpanLike,
 } from './observability/tracing.js';
+export { PackageMetrics } from './observability/package-metrics.js';

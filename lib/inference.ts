@@ -13,6 +13,7 @@ import {
   type InferenceTrace,
   type TraceOptions,
 } from './observability/tracing.js';
+import type { InferenceObserver } from './observability/package-metrics.js';
 import { normalizeInput, outputTensor, type DataType, type InputValue, type Tensor } from './tensor.js';
 
 export interface SequenceOptions {
@@ -169,6 +170,8 @@ export class Inference {
   readonly #pending = new Map<number, Handler>();
   readonly #infoLoading = new Map<string, Promise<ModelInfo>>();
   readonly #info = new Map<string, ModelInfo>();
+  /** Package metrics, when enabled (`server.packageMetrics()`). */
+  observer: InferenceObserver | undefined;
 
   /** @internal */
   attach(nativeServer: NativeServer): void {
@@ -178,7 +181,10 @@ export class Inference {
   /** Receives each completion the addon drains, routed by token. */
   readonly onResponse: NativeResponseCallback = (token, final, error, version, parameters, ...outputs) => {
     const handler = this.#pending.get(token);
-    if (final) this.#pending.delete(token);
+    if (final) {
+      this.#pending.delete(token);
+      this.observer?.finished(token);
+    }
     try {
       handler?.({ final, error, version, parameters, outputs });
     } catch (failure) {
@@ -195,6 +201,7 @@ export class Inference {
    */
   abandonPending(): void {
     const handlers = [...this.#pending.values()];
+    for (const token of this.#pending.keys()) this.observer?.finished(token);
     this.#pending.clear();
     const stopped = new TritonError('UNAVAILABLE', 'the server stopped before the request completed');
     for (const handler of handlers) {
@@ -209,12 +216,13 @@ export class Inference {
   }
 
   async infer(model: string, version: number, request: InferenceRequest): Promise<InferenceResponse> {
+    const calledNs = this.observer !== undefined || request.trace ? process.hrtime.bigint() : undefined;
     const key = `${model}\u0000${version}`;
     const info = this.#info.get(key) ?? (await this.#modelInfo(key, model, version));
     const tracing = request.trace ? await prepareTracing(request.trace) : undefined;
     const signal = request.signal;
     return new Promise<InferenceResponse>((resolve, reject) => {
-      const { token, trace } = this.#start(model, version, info, request, tracing);
+      const { token, trace } = this.#start(model, version, info, request, tracing, calledNs);
       let response: Completion | undefined;
       let extraResponses = 0;
       let settled = false;
@@ -280,11 +288,12 @@ export class Inference {
   }
 
   async *stream(model: string, version: number, request: InferenceRequest): AsyncGenerator<InferenceResponse> {
+    const calledNs = this.observer !== undefined || request.trace ? process.hrtime.bigint() : undefined;
     const key = `${model}\u0000${version}`;
     const info = this.#info.get(key) ?? (await this.#modelInfo(key, model, version));
     const tracing = request.trace ? await prepareTracing(request.trace) : undefined;
     const signal = request.signal;
-    const { token, trace } = this.#start(model, version, info, request, tracing);
+    const { token, trace } = this.#start(model, version, info, request, tracing, calledNs);
     const queue: Completion[] = [];
     let wake: (() => void) | undefined;
     let failure: TritonError | undefined;
@@ -357,13 +366,18 @@ export class Inference {
     info: ModelInfo,
     request: InferenceRequest,
     tracing: Tracing | undefined,
+    calledNs: bigint | undefined,
   ): { token: number; trace: Promise<InferenceTrace> | undefined } {
     const inputs = prepareInputs(model, info, request);
     const signal = request.signal;
     if (signal?.aborted) throw cancelled('the request was aborted before it started', signal.reason);
     const nativeServer = this.#server();
-    if (tracing === undefined) return { token: startRequest(nativeServer, model, version, inputs, request), trace: undefined };
-    const calledNs = process.hrtime.bigint();
+    if (tracing === undefined) {
+      const token = startRequest(nativeServer, model, version, inputs, request);
+      if (calledNs !== undefined) this.observer?.submitted(token, model, calledNs);
+      return { token, trace: undefined };
+    }
+    calledNs ??= process.hrtime.bigint();
     const records = native.traceNext(nativeServer.library().path);
     let token: number;
     try {
@@ -373,6 +387,7 @@ export class Inference {
       records.catch(() => undefined);
       throw error;
     }
+    this.observer?.submitted(token, model, calledNs);
     const trace = finishTrace(tracing, records, calledNs);
     // A request that fails is still traced; nobody may be waiting for it.
     trace.catch(() => undefined);

@@ -19,6 +19,7 @@ import { parseServerOptions, serverOptionCalls, type ServerOptions } from './opt
 import { MetricFamily, type MetricFamilyOptions } from './observability/custom-metrics.js';
 import { logIsEnabled, logMessage, type LogLevel } from './observability/logging.js';
 import { parseMetricsText, type MetricSample } from './observability/metrics.js';
+import { PackageMetrics } from './observability/package-metrics.js';
 import { parseStatisticsJson, type ModelStatistics } from './observability/statistics.js';
 
 /** `TRITONSERVER_ServerMetadata`. */
@@ -79,6 +80,7 @@ export class Server implements AsyncDisposable {
   #stopping: Promise<void> | undefined;
   readonly #metricsEnabled: boolean;
   readonly #metricFamilies = new Set<MetricFamily>();
+  #packageMetrics: PackageMetrics | undefined;
 
   private constructor(nativeServer: NativeServer, inference: Inference, metricsEnabled: boolean) {
     this.#native = nativeServer;
@@ -243,6 +245,21 @@ export class Server implements AsyncDisposable {
     return family;
   }
 
+  /**
+   * The package's own metrics (`tritonserver_node_*`: requests in flight per
+   * model, time from `infer()` until Triton accepted the request, event-loop
+   * delay). Off until first called; `metricsHandler(server, {
+   * packageMetrics: true })` calls it.
+   */
+  packageMetrics(): PackageMetrics {
+    if (this.#stopping !== undefined) throw new TritonError('UNAVAILABLE', 'the server has been stopped');
+    if (this.#packageMetrics === undefined) {
+      this.#packageMetrics = new PackageMetrics();
+      this.#inference.observer = this.#packageMetrics;
+    }
+    return this.#packageMetrics;
+  }
+
   #checkMetrics(): void {
     if (!this.#metricsEnabled) {
       throw new TritonError('UNAVAILABLE', 'metrics are disabled: the server was started with metrics: { enabled: false }');
@@ -282,6 +299,7 @@ export class Server implements AsyncDisposable {
     if (this.#stopping === undefined) {
       // Custom metrics are Triton's process-wide objects: delete them once, here.
       for (const family of [...this.#metricFamilies]) family.delete();
+      this.#packageMetrics?.close();
     }
     this.#stopping ??= this.#native.stop().then(() => this.#inference.abandonPending());
     return this.#stopping;

@@ -9,6 +9,7 @@ import {
   PROMETHEUS_CONTENT_TYPE,
   Server,
   Tensor,
+  collectMetricsText,
   metricsHandler,
   parseMetricsText,
   parseStatisticsJson,
@@ -443,5 +444,49 @@ describe('metricsHandler', () => {
     response = await fetch(url);
     expect(response.status).toBe(503);
     expect(await response.text()).toBe('the server has been stopped\n');
+  });
+});
+
+describe('package metrics', () => {
+  async function until(condition: () => boolean): Promise<void> {
+    for (let i = 0; i < 500 && !condition(); i++) await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+
+  it('are off by default and, once on, count in-flight requests, submission time and event-loop delay', async () => {
+    const server = await started();
+    const model = await server.loadModel('identity_fp32');
+    const slow = await server.loadModel('slow');
+    expect((await collectMetricsText(server)).includes('tritonserver_node_')).toBe(false);
+
+    const own = server.packageMetrics();
+    expect(server.packageMetrics()).toBe(own);
+    const n = 5;
+    await Promise.all(Array.from({ length: n }, (_, i) => model.infer(identity(i))));
+    const abort = new AbortController();
+    const pending = slow.infer({ inputs: { INPUT0: new Float32Array([1]), DELAY_MS: new Uint32Array([60_000]) }, signal: abort.signal });
+    await until(() => own.inFlight('slow') === 1);
+
+    const text = await collectMetricsText(server, { packageMetrics: true });
+    const samples = parseMetricsText(text);
+    expect(sample(samples, 'tritonserver_node_requests_in_flight', { model: 'slow' })).toMatchObject({ type: 'gauge', value: 1 });
+    expect(sample(samples, 'tritonserver_node_requests_in_flight', { model: 'identity_fp32' })?.value).toBe(0);
+    expect(sample(samples, 'tritonserver_node_submit_seconds_count', { model: 'identity_fp32' })).toMatchObject({ type: 'histogram', value: n });
+    expect(valueOf(samples, 'tritonserver_node_submit_seconds_sum', { model: 'identity_fp32' })).toBeGreaterThan(0);
+    const buckets = samples.filter((s) => s.name === 'tritonserver_node_submit_seconds_bucket' && s.labels.model === 'identity_fp32');
+    expect(buckets.at(-1)).toMatchObject({ labels: { le: '+Inf' }, value: n });
+    for (let i = 1; i < buckets.length; i++) expect(buckets[i]!.value).toBeGreaterThanOrEqual(buckets[i - 1]!.value);
+    for (const quantile of ['0.5', '0.99', '1']) {
+      expect(valueOf(samples, 'tritonserver_node_event_loop_delay_seconds', { quantile })).toBeGreaterThanOrEqual(0);
+    }
+    // The same text read by another parser: every family once, values agree.
+    const families = parsePrometheusTextFormat(text);
+    const inFlight = families.find((f) => f.name === 'tritonserver_node_requests_in_flight');
+    expect(inFlight?.metrics.find((m) => m.labels?.model === 'slow')?.value).toBe('1');
+    expect(new Set(families.map((f) => f.name)).size).toBe(families.length);
+
+    abort.abort();
+    await rejection(pending);
+    await until(() => own.inFlight('slow') === 0);
+    expect(own.inFlight('slow')).toBe(0);
   });
 });

@@ -1,7 +1,7 @@
 /**
  * `metricsHandler(server, { registry })`: one request handler that serves
  * Triton's metrics (custom families included), a prom-client registry's
- * metrics as one Prometheus text response. It fits `node:http` (`(req, res)`), Express
+ * metrics and, if asked, the package's own, as one Prometheus text response. It fits `node:http` (`(req, res)`), Express
  * (`app.get('/metrics', handler)`) and Fastify (`fastify.get('/metrics',
  * handler)`, where it answers through the reply).
  */
@@ -21,6 +21,8 @@ export interface MetricsRegistryLike {
 export interface MetricsHandlerOptions {
   /** A prom-client registry whose metrics are served in the same response. */
   registry?: MetricsRegistryLike;
+  /** Also serve the package's own metrics (`tritonserver_node_*`, see `server.packageMetrics()`). Default false. */
+  packageMetrics?: boolean;
 }
 
 /** Fastify's reply, as far as the handler uses it. */
@@ -37,12 +39,13 @@ function familyNames(text: string): Set<string> {
 }
 
 /**
- * The combined text: Triton's, then the registry's.
+ * The combined text: Triton's, then the package's own, then the registry's.
  * Two sources with a family of the same name are refused (INVALID_ARG):
  * Prometheus rejects a scrape that repeats a family.
  */
 export async function collectMetricsText(server: Server, options: MetricsHandlerOptions = {}): Promise<string> {
   const parts: Array<{ source: string; text: string }> = [{ source: 'Triton', text: await server.metrics() }];
+  if (options.packageMetrics === true) parts.push({ source: 'tritonserver-node', text: server.packageMetrics().text() });
   if (options.registry !== undefined) parts.push({ source: 'the prom-client registry', text: await options.registry.metrics() });
   const seen = new Map<string, string>();
   for (const { source, text } of parts) {
