@@ -1,6 +1,8 @@
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { followTritonLog, parseTritonLogLine, type Server, type TritonLogRecord } from '../lib/index.js';
 import { startServer } from './helpers.js';
@@ -83,6 +85,23 @@ describe('server.log', () => {
     expect(routed.every((r) => r.level === 'error' && r.obj.source === 'triton' && typeof r.obj.time === 'number')).toBe(true);
     // Triton's own records came too (loading a model logs at info level).
     expect(received.some((r) => r.level === 'info' && r.msg.includes('identity_fp32'))).toBe(true);
+  });
+
+  it('feeds a real pino logger', async () => {
+    const lines: string[] = [];
+    const destination = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        lines.push(...chunk.toString('utf8').split('\n').filter((line) => line !== ''));
+        done();
+      },
+    });
+    const follower = await followTritonLog(logFile, pino({ base: undefined }, destination), { fromEnd: true, intervalMs: 10_000 });
+    server.log('warn', 'to pino', { file: 'pino.ts', line: 7 });
+    await follower.close();
+    const records = lines.map((line) => JSON.parse(line) as Record<string, unknown>).filter((r) => r.file === 'pino.ts');
+    // pino's own level numbers (warn = 40); Triton's time (ms since the epoch), file and line as fields.
+    expect(records).toMatchObject([{ level: 40, msg: 'to pino', file: 'pino.ts', line: 7, source: 'triton', pid: process.pid }]);
+    expect(typeof records[0]!.time).toBe('number');
   });
 
   it('hands records to a function sink as they are written', async () => {
