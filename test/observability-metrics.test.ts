@@ -97,6 +97,10 @@ describe('Triton metrics', () => {
       expect(duration?.type, family).toBe('counter');
       expect(duration!.value, family).toBeGreaterThanOrEqual(valueOf(before, family, ID));
     }
+    // The identity backend's own custom counter: 2 FP32 values per request.
+    const bytes = sample(after, 'input_byte_size_counter', ID);
+    expect(bytes).toMatchObject({ type: 'counter', help: 'Cumulative input byte size of all requests received by the model' });
+    expect(bytes!.value - valueOf(before, 'input_byte_size_counter', ID)).toBe(n * 8);
     // Process-wide gauges (Triton built with CPU metrics, the default).
     const utilization = sample(after, 'nv_cpu_utilization', {});
     expect(utilization).toMatchObject({ type: 'gauge', help: 'CPU utilization rate [0.0 - 1.0]', labels: {} });

@@ -627,6 +627,9 @@ Process(const Job& job)
     ctx.inputs.push_back(std::move(ei));
   }
   ctx.compute_input_end_ns = NowNs();
+  if (model->metrics && model->metrics->identity_backend) {
+    for (const auto& p : r->inputs) model->metrics->input_bytes += p.second.total;
+  }
 
   if (decoupled) {
     ReleaseRequest(r);  // 'r' belongs to the caller from here on

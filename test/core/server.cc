@@ -186,6 +186,25 @@ SerializeMetrics(uint64_t pinned_pool_bytes, bool cpu_metrics)
       "counter", [](const MetricReporter& r) {
         return double(r.compute_output_us.load());
       });
+  // The identity backend registers its own counter of input bytes, listed
+  // after Triton's duration families (observed 2026-12-01: 28 after
+  // requests of 12, 8 and 8 bytes; the series goes with the model).
+  {
+    std::string series;
+    for (const auto& r : reps) {
+      if (!r->identity_backend) continue;
+      series += "input_byte_size_counter{model=\"" + r->model + "\",version=\"" +
+                std::to_string(r->version) + "\"} " +
+                std::to_string(r->input_bytes.load()) + "\n";
+    }
+    if (!series.empty()) {
+      out +=
+          "# HELP input_byte_size_counter Cumulative input byte size of all "
+          "requests received by the model\n# TYPE input_byte_size_counter "
+          "counter\n" +
+          series;
+    }
+  }
   family(
       "nv_inference_pending_request_count",
       "Instantaneous number of pending requests awaiting execution "

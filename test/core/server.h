@@ -126,6 +126,9 @@ struct MetricReporter {
   std::atomic<uint64_t> failure[4] = {{0}, {0}, {0}, {0}};
   std::atomic<int64_t> pending{0};
   double load_secs = 0;
+  // The identity backend's own custom metric (input_byte_size_counter).
+  bool identity_backend = false;
+  std::atomic<uint64_t> input_bytes{0};
 };
 std::shared_ptr<MetricReporter> GetMetricReporter(
     const std::string& model, int64_t version);
