@@ -297,8 +297,15 @@ export class Server implements AsyncDisposable {
    */
   stop(): Promise<void> {
     if (this.#stopping === undefined) {
-      // Custom metrics are Triton's process-wide objects: delete them once, here.
-      for (const family of [...this.#metricFamilies]) family.delete();
+      // Custom metrics are Triton's process-wide objects: delete them once,
+      // here. stop() itself never throws: a refusal leaves that family to Triton.
+      for (const family of [...this.#metricFamilies]) {
+        try {
+          family.delete();
+        } catch {
+          this.#metricFamilies.delete(family);
+        }
+      }
       this.#packageMetrics?.close();
     }
     this.#stopping ??= this.#native.stop().then(() => this.#inference.abandonPending());

@@ -91,7 +91,6 @@ void OnRelease(TRITONSERVER_InferenceTrace* trace, void* userp) {
   TakeError(api, api.InferenceTraceId(trace, &id));
   // The release callback owns the trace: delete it exactly once, here.
   TakeError(api, api.InferenceTraceDelete(trace));
-  g_live_traces--;
   bool deliver = false;
   bool counted = false;
   {
@@ -102,9 +101,11 @@ void OnRelease(TRITONSERVER_InferenceTrace* trace, void* userp) {
       context->delivered = true;
       counted = true;  // the root's reference is the delivery's
     } else {
+      // A child released without any activity was never counted.
       counted = context->live.erase(id) > 0;
     }
   }
+  if (counted) g_live_traces--;
   if (deliver) {
     if (context->tsfn.NonBlockingCall() != napi_ok) {
       // The environment is gone: nobody will read the records.
