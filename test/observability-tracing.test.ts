@@ -5,7 +5,8 @@ import { context, trace as otelTrace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { Tensor, liveObjects, liveTraces, type InferenceTrace, type Server } from '../lib/index.js';
+import { Tensor, buildTrace, liveObjects, liveTraces, type InferenceTrace, type Server } from '../lib/index.js';
+import { exportSpans } from '../lib/observability/tracing.js';
 import { MODELS, REPO_ROOT, collectGarbage, startServer } from './helpers.js';
 
 const ORDER = [
@@ -149,5 +150,46 @@ describe('tracing', () => {
     expect(ns(triton.endTime) - ns(triton.startTime)).toBe(response.trace!.durations.total);
     const queue = byName.get('queue')!;
     expect(ns(queue.endTime) - ns(queue.startTime)).toBe(response.trace!.durations.queue);
+  });
+});
+
+describe('ensemble timelines', () => {
+  // The records real Triton (r25.07) reported for an ensemble of two identity
+  // steps: the ensemble's own trace has REQUEST_START, QUEUE_START and
+  // REQUEST_END; each step is a child trace with the full seven activities.
+  const step = (id: bigint, t0: bigint) =>
+    ORDER.flatMap((_, i) => [id, 1n, 'identity_fp32', 1, i, t0 + BigInt(i) * 10n]);
+  const records = [
+    ...[1n, 0n, 'ens', 1, 0, 1000n],
+    ...[1n, 0n, 'ens', 1, 1, 1005n],
+    ...step(2n, 1010n),
+    ...step(3n, 1100n),
+    ...[1n, 0n, 'ens', 1, 6, 1200n],
+  ];
+
+  it('nests each step under the ensemble’s trace', () => {
+    const trace = buildTrace(records, 990n);
+    expect(trace).toMatchObject({ id: 1n, parentId: 0n, model: 'ens', callToStartNs: 10n, durations: { total: 200n } });
+    expect(trace.activities.map((a) => a.name)).toEqual(['REQUEST_START', 'QUEUE_START', 'REQUEST_END']);
+    expect(trace.children.map((child) => [child.id, child.parentId, child.model])).toEqual([
+      [2n, 1n, 'identity_fp32'],
+      [3n, 1n, 'identity_fp32'],
+    ]);
+    expect(trace.children[1]!.durations).toEqual({ total: 60n, queue: 10n, computeInput: 10n, computeInfer: 10n, computeOutput: 10n });
+  });
+
+  it('exports one span tree per step under the ensemble’s span', async () => {
+    const api = await import('@opentelemetry/api');
+    const tracer = provider.getTracer('test');
+    exportSpans(buildTrace(records, 990n), tracer, api, api.context.active());
+    const spans = exporter.getFinishedSpans();
+    const ensemble = spans.find((span) => span.name === 'triton ens')!;
+    const steps = spans.filter((span) => span.name === 'triton identity_fp32');
+    expect(steps).toHaveLength(2);
+    for (const s of steps) expect(s.parentSpanContext?.spanId).toBe(ensemble.spanContext().spanId);
+    const phases = spans.filter((span) => span.parentSpanContext?.spanId === steps[0]!.spanContext().spanId);
+    expect(phases.map((span) => span.name).sort()).toEqual(['compute_infer', 'compute_input', 'compute_output', 'queue']);
+    // The ensemble has no compute phases of its own.
+    expect(spans.filter((span) => span.parentSpanContext?.spanId === ensemble.spanContext().spanId)).toHaveLength(2);
   });
 });
