@@ -417,6 +417,27 @@ describe('metricsHandler', () => {
     await check(await listen(createServer((req, res) => void handler(req, res))), 1);
   });
 
+  it('gives sum(rate(nv_inference_request_success{model=…}[1m])) by (model) what it needs', async () => {
+    const server = await serving();
+    const handler = metricsHandler(server);
+    const url = await listen(createServer((req, res) => void handler(req, res)));
+    // What the query does with two scrapes: select by label, sum the increase per model.
+    const successes = async (): Promise<number> => {
+      const families = parsePrometheusTextFormat(await (await fetch(url)).text());
+      const series = families.find((f) => f.name === 'nv_inference_request_success')?.metrics ?? [];
+      return series.filter((m) => m.labels?.model === 'identity_fp32').reduce((sum, m) => sum + Number(m.value), 0);
+    };
+    const first = await successes();
+    const model = server.model('identity_fp32');
+    await Promise.all([1, 2, 3].map((i) => model.infer(identity(i))));
+    let second = await successes();
+    for (let i = 0; i < 200 && second - first < 3; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      second = await successes();
+    }
+    expect(second - first).toBe(3);
+  });
+
   it('serves them through Express', async () => {
     const server = await serving();
     const app = express();
