@@ -222,7 +222,10 @@ export class Inference {
     const tracing = request.trace ? await prepareTracing(request.trace) : undefined;
     const signal = request.signal;
     return new Promise<InferenceResponse>((resolve, reject) => {
-      const { token, trace } = this.#start(model, version, info, request, tracing, calledNs);
+      let token: number;
+      let trace: Promise<InferenceTrace> | undefined;
+      if (tracing === undefined) token = this.#start(model, version, info, request, calledNs);
+      else ({ token, trace } = this.#startTraced(model, version, info, request, tracing, calledNs));
       let response: Completion | undefined;
       let extraResponses = 0;
       let settled = false;
@@ -293,7 +296,10 @@ export class Inference {
     const info = this.#info.get(key) ?? (await this.#modelInfo(key, model, version));
     const tracing = request.trace ? await prepareTracing(request.trace) : undefined;
     const signal = request.signal;
-    const { token, trace } = this.#start(model, version, info, request, tracing, calledNs);
+    let token: number;
+    let trace: Promise<InferenceTrace> | undefined;
+    if (tracing === undefined) token = this.#start(model, version, info, request, calledNs);
+    else ({ token, trace } = this.#startTraced(model, version, info, request, tracing, calledNs));
     const queue: Completion[] = [];
     let wake: (() => void) | undefined;
     let failure: TritonError | undefined;
@@ -356,27 +362,29 @@ export class Inference {
     }
   }
 
-  /**
-   * Validates the request and hands it to the addon; returns its token and,
-   * when traced, the promise of its trace.
-   */
-  #start(
+  /** Validates the request and hands it to the addon; returns its token. */
+  #start(model: string, version: number, info: ModelInfo, request: InferenceRequest, calledNs: bigint | undefined): number {
+    const inputs = prepareInputs(model, info, request);
+    const signal = request.signal;
+    if (signal?.aborted) throw cancelled('the request was aborted before it started', signal.reason);
+    const token = startRequest(this.#server(), model, version, inputs, request);
+    if (calledNs !== undefined) this.observer?.submitted(token, model, calledNs);
+    return token;
+  }
+
+  /** `#start` for a traced request: arms its trace first; also returns the trace's promise. */
+  #startTraced(
     model: string,
     version: number,
     info: ModelInfo,
     request: InferenceRequest,
-    tracing: Tracing | undefined,
+    tracing: Tracing,
     calledNs: bigint | undefined,
-  ): { token: number; trace: Promise<InferenceTrace> | undefined } {
+  ): { token: number; trace: Promise<InferenceTrace> } {
     const inputs = prepareInputs(model, info, request);
     const signal = request.signal;
     if (signal?.aborted) throw cancelled('the request was aborted before it started', signal.reason);
     const nativeServer = this.#server();
-    if (tracing === undefined) {
-      const token = startRequest(nativeServer, model, version, inputs, request);
-      if (calledNs !== undefined) this.observer?.submitted(token, model, calledNs);
-      return { token, trace: undefined };
-    }
     calledNs ??= process.hrtime.bigint();
     const records = native.traceNext(nativeServer.library().path);
     let token: number;
