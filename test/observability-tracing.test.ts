@@ -1,6 +1,7 @@
 import { execFile } from 'node:child_process';
 import { resolve } from 'node:path';
 import { promisify } from 'node:util';
+import { Worker } from 'node:worker_threads';
 import { context, trace as otelTrace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
@@ -84,6 +85,18 @@ describe('tracing', () => {
       { cwd: REPO_ROOT, timeout: 30_000 },
     );
     expect(stdout.trim()).toBe(ORDER.join(','));
+  });
+
+  it('works in a worker thread that exits without stopping or deleting anything', async () => {
+    const worker = new Worker(resolve(import.meta.dirname, 'fixtures/run-ts.mjs'), {
+      workerData: { module: resolve(import.meta.dirname, 'fixtures/worker-observability.ts'), modelRepository: MODELS },
+    });
+    const message = await new Promise((resolveMessage, reject) => {
+      worker.once('message', resolveMessage);
+      worker.once('error', reject);
+    });
+    expect(message).toEqual({ counter: 3, inText: true, activities: 7 });
+    expect(await new Promise((resolveExit) => worker.once('exit', resolveExit))).toBe(0);
   });
 
   it('traces concurrent requests each on its own, and frees every request', async () => {
