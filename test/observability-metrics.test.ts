@@ -247,6 +247,22 @@ describe('custom metrics', () => {
     );
   });
 
+  it('shares a name between families of one kind, and refuses another kind', async () => {
+    const server = await started();
+    expect(() => server.metricFamily({ name: 'nv_inference_count', description: 'mine', kind: 'gauge' })).toThrow(
+      expect.objectContaining({ code: 'INVALID_ARG', message: 'Family name already exists with different type' }),
+    );
+    const first = server.metricFamily({ name: 'app_shared_total', description: 'shared', kind: 'counter' });
+    const second = server.metricFamily({ name: 'app_shared_total', description: 'shared', kind: 'counter' });
+    first.metric({ x: '1' }).increment(2);
+    second.metric({ x: '1' }).increment(3);
+    expect(first.metric({ x: '1' }).value()).toBe(5);
+    expect(valueOf(await server.metricsSamples(), 'app_shared_total', { x: '1' })).toBe(5);
+    expect(() => server.metricFamily({ name: 'app_shared_total', description: 'shared', kind: 'gauge' })).toThrow(
+      expect.objectContaining({ code: 'INVALID_ARG' }),
+    );
+  });
+
   it('deletes each metric and family once: explicitly, or at stop', async () => {
     const server = await started();
     const family = server.metricFamily({ name: 'app_deleted_total', description: 'd', kind: 'counter' });

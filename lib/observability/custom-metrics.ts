@@ -6,8 +6,8 @@
  * Lifetime: each family and metric is deleted in Triton exactly once — by
  * `delete()`, or when the server stops. Triton cannot take a family out of
  * its registry (a deleted family's series disappear, its name stays taken
- * for the process: a new family of that name must have the same kind and
- * description).
+ * for the process): a family of a name already taken — Triton's own
+ * included — must be of the same kind, and then shares its series.
  */
 import { z } from 'zod';
 import { TritonError } from '../errors.js';

@@ -5,17 +5,19 @@
 // Imitates Triton's custom metrics as its source reads (core r25.07,
 // src/metric_family.cc, src/tritonserver.cc): families live in the one
 // process-wide registry that the metrics text serializes, after Triton's own
-// families; a family of an existing name merges with it when kind and
-// description match, else INVALID_ARG; a metric of labels already present in
+// families; a family of an existing name merges with it when the
+// kind matches (the first description stays), else INVALID_ARG "Family name
+// already exists with different type" — Triton's own families count too
+// (observed 2026-12-01 on r25.07); a metric of labels already present in
 // its family shares that series; counters increment by non-negative values
 // only (INVALID_ARG), Set on a counter, Value on a histogram and Observe on a
 // counter or gauge are UNSUPPORTED; histogram metrics need MetricArgs with
 // buckets (INVALID_ARG otherwise) and counters/gauges refuse them; deleting a
 // family that still has metrics fails with INTERNAL. A deleted family stays
 // registered (Triton cannot remove families from its registry); the text
-// prints a family only while it has metrics (not observed on real Triton).
-// Histograms print `_count`, `_sum`, then cumulative `_bucket` lines with `le`
-// last, as prometheus-cpp does. LogMessage writes one record through the
+// prints a family only while it has metrics. Histograms print `_count`,
+// `_sum`, then cumulative `_bucket` lines with `le` last, labels sorted by
+// name; HELP is printed unescaped (all observed on r25.07). LogMessage writes one record through the
 // test core's logger (same format as Triton's; VERBOSE needs verbose ≥ 1).
 #include <cmath>
 #include <list>
@@ -146,14 +148,29 @@ TRITONSERVER_MetricFamilyNew(
     return NewError(
         TRITONSERVER_ERROR_INVALID_ARG, "Unsupported kind passed to MetricFamily constructor.");
   }
+  static const char* const kTritonCounters[] = {
+      "nv_inference_request_success", "nv_inference_request_failure", "nv_inference_count",
+      "nv_inference_exec_count", "nv_inference_request_duration_us",
+      "nv_inference_queue_duration_us", "nv_inference_compute_input_duration_us",
+      "nv_inference_compute_infer_duration_us", "nv_inference_compute_output_duration_us",
+      "input_byte_size_counter"};
+  static const char* const kTritonGauges[] = {
+      "nv_inference_pending_request_count", "nv_model_load_duration_secs",
+      "nv_pinned_memory_pool_total_bytes", "nv_pinned_memory_pool_used_bytes",
+      "nv_cpu_utilization", "nv_cpu_memory_total_bytes", "nv_cpu_memory_used_bytes"};
+  const auto different_type = [&]() {
+    return NewError(TRITONSERVER_ERROR_INVALID_ARG, "Family name already exists with different type");
+  };
+  for (const char* n : kTritonCounters) {
+    if (std::strcmp(n, name) == 0 && kind != TRITONSERVER_METRIC_KIND_COUNTER) return different_type();
+  }
+  for (const char* n : kTritonGauges) {
+    if (std::strcmp(n, name) == 0 && kind != TRITONSERVER_METRIC_KIND_GAUGE) return different_type();
+  }
   std::lock_guard<std::mutex> lk(tc::g_mu);
   for (tc::FamilyEntry& e : tc::Registry()) {
     if (e.name != name) continue;
-    if (e.kind != kind || e.help != description) {
-      return NewError(
-          TRITONSERVER_ERROR_INVALID_ARG,
-          std::string("Family name already exists with different type or help: ") + name);
-    }
+    if (e.kind != kind) return different_type();
     *family = new TRITONSERVER_MetricFamily{&e};
     return nullptr;
   }
