@@ -114,3 +114,23 @@ describe('server.log', () => {
     await follower.close();
   });
 });
+
+describe('the ISO8601 format', () => {
+  // Last in this file: the format is process-wide and stays.
+  it('reads the lines Triton writes in it', async () => {
+    const iso = await startServer({ log: { file: logFile, format: 'iso8601' } });
+    try {
+      const before = Date.now();
+      iso.log('error', 'iso marker', { file: 'iso.ts', line: 9 });
+      const line = (await readFile(logFile, 'utf8')).split('\n').find((text) => text.includes('iso marker'));
+      expect(line).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z E \d+ iso\.ts:9\] "iso marker"$/);
+      const record = parseTritonLogLine(line!);
+      expect(record).toMatchObject({ level: 'error', msg: 'iso marker', file: 'iso.ts', line: 9, pid: process.pid });
+      // Whole seconds: the record's time is at most a second before the call.
+      expect(record!.time).toBeGreaterThan(before - 1000);
+      expect(record!.time).toBeLessThanOrEqual(Date.now());
+    } finally {
+      await iso.stop();
+    }
+  });
+});
