@@ -8,8 +8,11 @@
         "native/errors.cc",
         "native/inference.cc",
         "native/loader.cc",
+        "native/logging.cc",
+        "native/metrics.cc",
         "native/probe.cc",
-        "native/server.cc"
+        "native/server.cc",
+        "native/trace.cc"
       ],
       "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
       "defines": ["NAPI_VERSION=8", "NODE_ADDON_API_DISABLE_DEPRECATED", "NODE_API_SWALLOW_UNTHROWABLE_EXCEPTIONS"],

@@ -48,3 +48,57 @@ export {
 } from './model-config.js';
 export { writeModelRepository, type ModelRepositoryEntry } from './model-repository.js';
 export { apiVersion, liveObjects, librarySearchPaths, type LibraryInfo, type LiveObjects } from './native.js';
+export {
+  parseMetricsText,
+  type MetricSample,
+  type MetricType,
+} from './observability/metrics.js';
+export {
+  MetricFamily,
+  Metric,
+  metricFamilyOptionsSchema,
+  type MetricFamilyOptions,
+  type MetricKind,
+} from './observability/custom-metrics.js';
+export {
+  modelStatisticsSchema,
+  parseStatisticsJson,
+  type DurationStat,
+  type InferenceStats,
+  type BatchStats,
+  type ResponseStats,
+  type MemoryUsage,
+} from './observability/statistics.js';
+export {
+  metricsHandler,
+  collectMetricsText,
+  PROMETHEUS_CONTENT_TYPE,
+  type MetricsHandler,
+  type MetricsHandlerOptions,
+  type MetricsRegistryLike,
+  type ReplyLike,
+} from './observability/handler.js';
+export {
+  parseTritonLogLine,
+  followTritonLog,
+  type LogLevel,
+  type TritonLogRecord,
+  type TritonLogSink,
+  type PinoLikeLogger,
+  type FollowLogOptions,
+  type TritonLogFollower,
+} from './observability/logging.js';
+export {
+  buildTrace,
+  liveTraces,
+  TRACE_ACTIVITIES,
+  type InferenceTrace,
+  type RequestTrace,
+  type TraceActivity,
+  type TraceActivityName,
+  type TraceDurations,
+  type TraceOptions,
+  type TracerLike,
+  type SpanLike,
+} from './observability/tracing.js';
+export { PackageMetrics } from './observability/package-metrics.js';

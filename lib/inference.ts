@@ -18,7 +18,15 @@ import {
   isObject,
 } from './check.js';
 import { TritonError } from './errors.js';
-import { pendingRequests, type NativeInputField, type NativeResponseCallback, type NativeServer } from './native.js';
+import { native, pendingRequests, type NativeInputField, type NativeResponseCallback, type NativeServer } from './native.js';
+import {
+  buildTrace,
+  exportSpans,
+  loadOpenTelemetry,
+  type InferenceTrace,
+  type TraceOptions,
+} from './observability/tracing.js';
+import type { InferenceObserver } from './observability/package-metrics.js';
 import { normalizeInput, outputTensor, type DataType, type InputValue, type Tensor } from './tensor.js';
 
 export interface SequenceOptions {
@@ -49,6 +57,12 @@ export interface InferenceRequest {
   sequence?: SequenceOptions;
   /** Model version; default: the one the `Model` was made for. */
   modelVersion?: number;
+  /**
+   * Trace this request through Triton's stages (off by default): the
+   * timeline is on `response.trace`; with `tracer` it is also exported as
+   * OpenTelemetry spans under the caller's active span.
+   */
+  trace?: boolean | TraceOptions;
 }
 
 export interface InferenceResponse {
@@ -58,6 +72,8 @@ export interface InferenceResponse {
   parameters: Record<string, string | number | boolean>;
   /** Triton's FINAL flag: the last response of the request. */
   final: boolean;
+  /** The request's timeline, when it was traced (see `InferenceRequest.trace`). */
+  trace?: InferenceTrace;
 }
 
 interface TensorInfo {
@@ -97,6 +113,33 @@ interface Completion {
 }
 
 type Handler = (completion: Completion) => void;
+
+/** A traced request's settings, fixed when `infer()`/`stream()` is called. */
+interface Tracing {
+  options: TraceOptions;
+  /** The caller's active OpenTelemetry context, when a tracer is given. */
+  parent: unknown;
+  api: Awaited<ReturnType<typeof loadOpenTelemetry>> | undefined;
+}
+
+async function prepareTracing(trace: InferenceRequest['trace']): Promise<Tracing | undefined> {
+  if (trace === undefined || trace === false) return undefined;
+  const options = trace === true ? {} : trace;
+  if (options.tracer === undefined) return { options, parent: undefined, api: undefined };
+  const api = await loadOpenTelemetry();
+  // Still the caller's async context here: awaits keep it.
+  return { options, parent: api.context.active(), api };
+}
+
+/** The trace once Triton released it, exported and reported as asked. */
+async function finishTrace(tracing: Tracing, records: Promise<Array<bigint | string | number>>, calledNs: bigint): Promise<InferenceTrace> {
+  const trace = buildTrace(await records, calledNs);
+  if (tracing.options.tracer !== undefined && tracing.api !== undefined) {
+    exportSpans(trace, tracing.options.tracer, tracing.api, tracing.parent);
+  }
+  tracing.options.onTrace?.(trace);
+  return trace;
+}
 
 function cancelled(message: string, cause?: unknown): TritonError {
   return new TritonError('CANCELLED', message, cause === undefined ? undefined : { cause });
@@ -140,6 +183,8 @@ export class Inference {
   readonly #pending = new Map<number, Handler>();
   readonly #infoLoading = new Map<string, Promise<ModelInfo>>();
   readonly #info = new Map<string, ModelInfo>();
+  /** Package metrics, when enabled (`server.packageMetrics()`). */
+  observer: InferenceObserver | undefined;
 
   /** @internal */
   attach(nativeServer: NativeServer): void {
@@ -149,7 +194,10 @@ export class Inference {
   /** Receives each completion the addon drains, routed by token. */
   readonly onResponse: NativeResponseCallback = (token, final, error, version, parameters, ...outputs) => {
     const handler = this.#pending.get(token);
-    if (final && this.#pending.delete(token)) pendingRequests.count--;
+    if (final) {
+      if (this.#pending.delete(token)) pendingRequests.count--;
+      this.observer?.finished(token);
+    }
     try {
       handler?.({ final, error, version, parameters, outputs });
     } catch (failure) {
@@ -176,12 +224,17 @@ export class Inference {
   async infer(model: string, defaultVersion: number, request: InferenceRequest): Promise<InferenceResponse> {
     checkRequest(request);
     pinInputs(request.inputs);
+    const calledNs = this.observer !== undefined || request.trace ? process.hrtime.bigint() : undefined;
     const version = request.modelVersion ?? defaultVersion;
     const key = `${model}\u0000${version}`;
     const info = this.#info.get(key) ?? (await this.#modelInfo(key, model, version));
+    const tracing = request.trace ? await prepareTracing(request.trace) : undefined;
     const signal = request.signal;
     return new Promise<InferenceResponse>((resolve, reject) => {
-      const token = this.#start(model, version, info, request);
+      let token: number;
+      let trace: Promise<InferenceTrace> | undefined;
+      if (tracing === undefined) token = this.#start(model, version, info, request, calledNs);
+      else ({ token, trace } = this.#startTraced(model, version, info, request, tracing, calledNs));
       let response: Completion | undefined;
       let extraResponses = 0;
       let settled = false;
@@ -221,7 +274,15 @@ export class Inference {
           );
         } else {
           try {
-            resolve(toResponse(response, model, request));
+            const result = toResponse(response, model, request);
+            if (trace === undefined) {
+              resolve(result);
+            } else {
+              trace.then((timeline) => {
+                result.trace = timeline;
+                resolve(result);
+              }, reject);
+            }
           } catch (error) {
             reject(error);
           }
@@ -241,11 +302,16 @@ export class Inference {
   async *stream(model: string, defaultVersion: number, request: InferenceRequest): AsyncGenerator<InferenceResponse> {
     checkRequest(request);
     pinInputs(request.inputs);
+    const calledNs = this.observer !== undefined || request.trace ? process.hrtime.bigint() : undefined;
     const version = request.modelVersion ?? defaultVersion;
     const key = `${model}\u0000${version}`;
     const info = this.#info.get(key) ?? (await this.#modelInfo(key, model, version));
+    const tracing = request.trace ? await prepareTracing(request.trace) : undefined;
     const signal = request.signal;
-    const token = this.#start(model, version, info, request);
+    let token: number;
+    let trace: Promise<InferenceTrace> | undefined;
+    if (tracing === undefined) token = this.#start(model, version, info, request, calledNs);
+    else ({ token, trace } = this.#startTraced(model, version, info, request, tracing, calledNs));
     const queue: Completion[] = [];
     let wake: (() => void) | undefined;
     let failure: TritonError | undefined;
@@ -285,7 +351,12 @@ export class Inference {
         // response leaves nothing behind to cancel.
         finished = completion.final;
         if (completion.error !== undefined) throw completion.error;
-        if (hasResponse(completion)) yield toResponse(completion, model, request);
+        if (hasResponse(completion)) {
+          const response = toResponse(completion, model, request);
+          // The last response carries the trace; a bare FINAL flag cannot (onTrace can).
+          if (completion.final && trace !== undefined) response.trace = await trace;
+          yield response;
+        }
         if (finished) return;
       }
     } finally {
@@ -301,11 +372,43 @@ export class Inference {
   }
 
   /** Validates the request and hands it to the addon; returns its token. */
-  #start(model: string, version: number, info: ModelInfo, request: InferenceRequest): number {
+  #start(model: string, version: number, info: ModelInfo, request: InferenceRequest, calledNs: bigint | undefined): number {
     const inputs = prepareInputs(model, info, request);
     const signal = request.signal;
     if (signal?.aborted) throw cancelled('the request was aborted before it started', signal.reason);
-    return startRequest(this.#server(), model, version, inputs, request);
+    const token = startRequest(this.#server(), model, version, inputs, request);
+    if (calledNs !== undefined) this.observer?.submitted(token, model, calledNs);
+    return token;
+  }
+
+  /** `#start` for a traced request: arms its trace first; also returns the trace's promise. */
+  #startTraced(
+    model: string,
+    version: number,
+    info: ModelInfo,
+    request: InferenceRequest,
+    tracing: Tracing,
+    calledNs: bigint | undefined,
+  ): { token: number; trace: Promise<InferenceTrace> } {
+    const inputs = prepareInputs(model, info, request);
+    const signal = request.signal;
+    if (signal?.aborted) throw cancelled('the request was aborted before it started', signal.reason);
+    const nativeServer = this.#server();
+    calledNs ??= process.hrtime.bigint();
+    const records = native.traceNext(nativeServer.library().path);
+    let token: number;
+    try {
+      token = startRequest(nativeServer, model, version, inputs, request);
+    } catch (error) {
+      native.traceCancel();
+      records.catch(() => undefined);
+      throw error;
+    }
+    this.observer?.submitted(token, model, calledNs);
+    const trace = finishTrace(tracing, records, calledNs);
+    // A request that fails is still traced; nobody may be waiting for it.
+    trace.catch(() => undefined);
+    return { token, trace };
   }
 
   #server(): NativeServer {
@@ -353,8 +456,10 @@ const REQUEST_FIELDS: ReadonlySet<string> = new Set([
   'parameters',
   'sequence',
   'modelVersion',
+  'trace',
 ]);
 const SEQUENCE_FIELDS: ReadonlySet<string> = new Set(['id', 'start', 'end']);
+const TRACE_FIELDS: ReadonlySet<string> = new Set(['tracer', 'onTrace']);
 /** setTimeout's limit; a longer delay would fire at once. */
 const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 const UINT64_LIMIT = 2n ** 64n;
@@ -402,6 +507,11 @@ function checkRequest(request: unknown): asserts request is InferenceRequest {
     checkOptionalBoolean('request.sequence.end', sequence.end);
   }
   if (modelVersion !== undefined) checkInteger('request.modelVersion', modelVersion, -1);
+  const { trace } = request;
+  if (trace !== undefined && typeof trace !== 'boolean') {
+    checkObject('request.trace', trace);
+    checkKnownKeys('request.trace', trace, TRACE_FIELDS);
+  }
 }
 
 /**

@@ -5,6 +5,7 @@ import type { Inference, InferenceRequest, InferenceResponse } from './inference
 import { parseModelConfigJson, type ModelConfig } from './model-config.js';
 import type { NativeServer } from './native.js';
 import type { DataType } from './tensor.js';
+import { parseStatisticsJson, type ModelStatistics } from './observability/statistics.js';
 
 /** A model version number; -1 lets Triton choose (the version policy's latest). */
 export type ModelVersion = number;
@@ -37,16 +38,7 @@ export interface ModelTransactionProperties {
   decoupled: boolean;
 }
 
-/** A model's statistics as `TRITONSERVER_ServerModelStatistics` reports them. */
-export interface ModelStatistics {
-  name: string;
-  version: string;
-  last_inference: number;
-  inference_count: number;
-  execution_count: number;
-  inference_stats: Record<string, { count: number; ns: number }>;
-  [field: string]: unknown;
-}
+export type { ModelStatistics } from './observability/statistics.js';
 
 const BATCH_FIRST_DIM = 2;
 const TXN_ONE_TO_ONE = 1;
@@ -92,9 +84,13 @@ export class Model {
     return parseModelConfigJson(JSON.parse(text));
   }
 
+  /**
+   * Statistics of this model's ready versions (one entry per version; just
+   * this one when the handle names a version), typed and checked. Durations
+   * (`ns`) are bigint: see lib/observability/statistics.ts.
+   */
   async statistics(): Promise<ModelStatistics[]> {
-    const text = await this.#native.modelStatistics(this.name, this.version);
-    return (JSON.parse(text) as { model_stats: ModelStatistics[] }).model_stats;
+    return parseStatisticsJson(await this.#native.modelStatistics(this.name, this.version));
   }
 
   async batchProperties(): Promise<ModelBatchProperties> {

@@ -110,7 +110,36 @@ export interface NativeStopReport {
 
 export type OptionCallArgs = ReadonlyArray<string | number | boolean>;
 
-export interface NativeAddon {
+/** An opaque native object (a custom metric family or metric). */
+export type NativeHandle = { readonly __brand: 'NativeHandle' };
+
+/** Observability functions of the addon (native/metrics.cc, native/logging.cc). */
+export interface NativeObservability {
+  metricFamilyNew(libraryPath: string, kind: number, name: string, description: string): NativeHandle;
+  metricFamilyDelete(family: NativeHandle): void;
+  /** labels flat as name, value, …; buckets for histograms. */
+  metricNew(family: NativeHandle, labels: string[], buckets: number[] | undefined): NativeHandle;
+  metricDelete(metric: NativeHandle): void;
+  metricValue(metric: NativeHandle): number;
+  metricIncrement(metric: NativeHandle, amount: number): void;
+  metricSet(metric: NativeHandle, value: number): void;
+  metricObserve(metric: NativeHandle, value: number): void;
+  metricKind(metric: NativeHandle): number;
+  logIsEnabled(libraryPath: string, level: number): boolean;
+  logMessage(libraryPath: string, level: number, file: string, line: number, message: string): void;
+  /**
+   * Arms a TIMESTAMPS trace for the next request this thread submits
+   * (native/trace.cc). Resolves once Triton released it, with its records
+   * flat as trace id, parent id, model, version, activity, timestamp (ns).
+   */
+  traceNext(libraryPath: string): Promise<Array<bigint | string | number>>;
+  /** Drops the armed trace when the request was not submitted. */
+  traceCancel(): void;
+  /** Triton trace objects not yet deleted. */
+  liveTraces(): number;
+}
+
+export interface NativeAddon extends NativeObservability {
   setErrorClass(errorClass: typeof TritonError): void;
   apiVersion(candidates: string[]): Promise<LibraryInfo>;
   startServer(

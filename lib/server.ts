@@ -34,6 +34,11 @@ import {
   type ResolvedServerOptions,
   type ServerOptions,
 } from './options.js';
+import { MetricFamily, type MetricFamilyOptions } from './observability/custom-metrics.js';
+import { logIsEnabled, logMessage, type LogLevel } from './observability/logging.js';
+import { parseMetricsText, type MetricSample } from './observability/metrics.js';
+import { PackageMetrics } from './observability/package-metrics.js';
+import { parseStatisticsJson, type ModelStatistics } from './observability/statistics.js';
 
 /** `TRITONSERVER_ServerMetadata`. */
 export interface ServerMetadata {
@@ -86,6 +91,7 @@ export interface SharedServerHandle {
   readonly id: number;
   readonly exitTimeoutSeconds: number;
   readonly outputCopy: boolean;
+  readonly metricsEnabled: boolean;
 }
 
 /** What `stop()` left behind. */
@@ -183,17 +189,21 @@ export class Server implements AsyncDisposable {
   readonly #outputCopy: boolean;
   /** Attached to a server another thread started (`Server.attach`). */
   readonly attached: boolean;
+  readonly #metricsEnabled: boolean;
+  readonly #metricFamilies = new Set<MetricFamily>();
+  #packageMetrics: PackageMetrics | undefined;
 
   private constructor(
     nativeServer: NativeServer,
     inference: Inference,
-    settings: { exitTimeoutSeconds: number; outputCopy: boolean; attached: boolean },
+    settings: { exitTimeoutSeconds: number; outputCopy: boolean; attached: boolean; metricsEnabled: boolean },
   ) {
     this.#native = nativeServer;
     this.#inference = inference;
     this.#exitTimeoutSeconds = settings.exitTimeoutSeconds;
     this.#outputCopy = settings.outputCopy;
     this.attached = settings.attached;
+    this.#metricsEnabled = settings.metricsEnabled;
   }
 
   /**
@@ -207,6 +217,7 @@ export class Server implements AsyncDisposable {
       id: this.#native.share(),
       exitTimeoutSeconds: this.#exitTimeoutSeconds,
       outputCopy: this.#outputCopy,
+      metricsEnabled: this.#metricsEnabled,
     };
   }
 
@@ -230,6 +241,7 @@ export class Server implements AsyncDisposable {
       exitTimeoutSeconds: handle.exitTimeoutSeconds,
       outputCopy: handle.outputCopy === true,
       attached: true,
+      metricsEnabled: handle.metricsEnabled !== false,
     });
   }
 
@@ -264,6 +276,7 @@ export class Server implements AsyncDisposable {
       exitTimeoutSeconds: resolved.exitTimeoutSeconds ?? serverOptionDefaults.exitTimeoutSeconds,
       outputCopy: resolved.outputCopy ?? false,
       attached: false,
+      metricsEnabled: resolved.metrics?.enabled !== false,
     });
   }
 
@@ -456,9 +469,68 @@ export class Server implements AsyncDisposable {
     await this.#call((s) => s.unregisterModelRepository(path));
   }
 
-  /** Triton's metrics in Prometheus text format. */
-  metrics(): Promise<string> {
+  /** Triton's metrics in Prometheus text format (custom families included). */
+  async metrics(): Promise<string> {
+    this.#checkMetrics();
     return this.#call((s) => s.metrics());
+  }
+
+  /** Triton's metrics parsed: one sample per line of the text. */
+  async metricsSamples(): Promise<MetricSample[]> {
+    return parseMetricsText(await this.metrics());
+  }
+
+  /**
+   * A custom metric family in Triton's registry, served with Triton's own
+   * metrics. Deleted by `family.delete()` or when the server stops.
+   * Histograms need C API 1.34 (UNSUPPORTED on older libraries).
+   */
+  metricFamily(options: MetricFamilyOptions): MetricFamily {
+    if (this.#stopping !== undefined) throw new TritonError('UNAVAILABLE', 'the server has been stopped');
+    this.#checkMetrics();
+    const family = new MetricFamily(this.library.path, options, (deleted) => this.#metricFamilies.delete(deleted));
+    this.#metricFamilies.add(family);
+    return family;
+  }
+
+  /**
+   * The package's own metrics (`tritonserver_node_*`: requests in flight per
+   * model, time from `infer()` until Triton accepted the request, event-loop
+   * delay). Off until first called; `metricsHandler(server, {
+   * packageMetrics: true })` calls it.
+   */
+  packageMetrics(): PackageMetrics {
+    if (this.#stopping !== undefined) throw new TritonError('UNAVAILABLE', 'the server has been stopped');
+    if (this.#packageMetrics === undefined) {
+      this.#packageMetrics = new PackageMetrics();
+      this.#inference.observer = this.#packageMetrics;
+    }
+    return this.#packageMetrics;
+  }
+
+  #checkMetrics(): void {
+    if (!this.#metricsEnabled) {
+      throw new TritonError('UNAVAILABLE', 'metrics are disabled: the server was started with metrics: { enabled: false }');
+    }
+  }
+
+  /** Statistics of every ready model version, typed (see `Model.statistics`). */
+  async statistics(): Promise<ModelStatistics[]> {
+    return parseStatisticsJson(await this.#call((s) => s.modelStatistics('', -1)));
+  }
+
+  /**
+   * Writes one record through Triton's logger (`TRITONSERVER_LogMessage`),
+   * so it lands where Triton's own lines go, in Triton's format. Triton's
+   * logger is process-wide.
+   */
+  log(level: LogLevel, message: string, where: { file?: string; line?: number } = {}): void {
+    logMessage(this.library.path, level, message, where.file ?? 'tritonserver-node', where.line ?? 0);
+  }
+
+  /** Whether Triton's logger writes records of this level (`TRITONSERVER_LogIsEnabled`). */
+  logEnabled(level: LogLevel): boolean {
+    return logIsEnabled(this.library.path, level);
   }
 
   /** Runs one inference on the named model; see `Model.infer`. */
@@ -494,6 +566,16 @@ export class Server implements AsyncDisposable {
     } catch (error) {
       return Promise.reject(error);
     }
+    // Custom metrics are Triton's process-wide objects: delete them once,
+    // here. A refusal leaves that family to Triton.
+    for (const family of [...this.#metricFamilies]) {
+      try {
+        family.delete();
+      } catch {
+        this.#metricFamilies.delete(family);
+      }
+    }
+    this.#packageMetrics?.close();
     const wait = seconds ?? this.#exitTimeoutSeconds;
     this.#stopping = this.#native.stop(wait).then((report) => stopReport(report, wait));
     return this.#stopping;

@@ -4,6 +4,8 @@
 #include "blocking.h"
 #include "inference.h"
 #include "probe.h"
+#include "observability.h"
+#include "trace.h"
 #include "server.h"
 
 namespace tsn {
@@ -44,6 +46,9 @@ Addon::Addon(Napi::Env env, Napi::Object exports) {
                   InstanceMethod<&Addon::AttachServer>("attachServer"),
               });
   DefineProbes(env, exports);
+  RegisterMetrics(env, exports);
+  RegisterLogging(env, exports);
+  RegisterTrace(env, exports);
 }
 
 Napi::Value Addon::SetErrorClass(const Napi::CallbackInfo& info) {

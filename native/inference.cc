@@ -5,6 +5,8 @@
 #include <cstring>
 #include <optional>
 
+#include "trace.h"
+
 namespace tsn {
 
 LiveCounters& Live() {
@@ -632,11 +634,15 @@ Napi::Value InferenceEngine::Infer(const Napi::CallbackInfo& info) {
   requests_.emplace(request->token, request);
   // Counted before Triton can call back, so it never drops below zero.
   Entered(request);
+  // Tracing hook (trace.cc): null unless JS armed a trace for this request.
+  TRITONSERVER_InferenceTrace* trace = TakeArmedTrace();
   // On failure no callback will ever come: the request is still ours.
   if (auto failure = TakeError(api_, api_.ServerInferAsync(
                                          state_->server, request->triton,
-                                         nullptr)))
+                                         trace))) {
+    TraceSubmitFailed(trace);
     throw fail(ToJsError(env, *failure));
+  }
   return Napi::Number::New(env, static_cast<double>(request->token));
 }
 

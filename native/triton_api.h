@@ -19,6 +19,9 @@ struct TRITONSERVER_Parameter;
 struct TRITONSERVER_ResponseAllocator;
 struct TRITONSERVER_Server;
 struct TRITONSERVER_ServerOptions;
+struct TRITONSERVER_MetricFamily;
+struct TRITONSERVER_Metric;
+struct TRITONSERVER_MetricArgs;
 }
 
 // Enums are C `int`-sized in the ABI; the values are Triton's.
@@ -91,6 +94,49 @@ enum TRITONSERVER_RateLimitMode : int {
   TRITONSERVER_RATE_LIMIT_OFF = 0,
   TRITONSERVER_RATE_LIMIT_EXEC_COUNT = 1,
 };
+
+// Observability (custom metrics, logging, tracing).
+enum TRITONSERVER_MetricKind : int {
+  TRITONSERVER_METRIC_KIND_COUNTER = 0,
+  TRITONSERVER_METRIC_KIND_GAUGE = 1,
+  TRITONSERVER_METRIC_KIND_HISTOGRAM = 2,
+};
+
+enum TRITONSERVER_LogLevel : int {
+  TRITONSERVER_LOG_INFO = 0,
+  TRITONSERVER_LOG_WARN = 1,
+  TRITONSERVER_LOG_ERROR = 2,
+  TRITONSERVER_LOG_VERBOSE = 3,
+};
+
+enum TRITONSERVER_InferenceTraceLevel : int {
+  TRITONSERVER_TRACE_LEVEL_DISABLED = 0,
+  TRITONSERVER_TRACE_LEVEL_MIN = 1,
+  TRITONSERVER_TRACE_LEVEL_MAX = 2,
+  TRITONSERVER_TRACE_LEVEL_TIMESTAMPS = 0x4,
+  TRITONSERVER_TRACE_LEVEL_TENSORS = 0x8,
+};
+
+enum TRITONSERVER_InferenceTraceActivity : int {
+  TRITONSERVER_TRACE_REQUEST_START = 0,
+  TRITONSERVER_TRACE_QUEUE_START = 1,
+  TRITONSERVER_TRACE_COMPUTE_START = 2,
+  TRITONSERVER_TRACE_COMPUTE_INPUT_END = 3,
+  TRITONSERVER_TRACE_COMPUTE_OUTPUT_START = 4,
+  TRITONSERVER_TRACE_COMPUTE_END = 5,
+  TRITONSERVER_TRACE_REQUEST_END = 6,
+  TRITONSERVER_TRACE_TENSOR_QUEUE_INPUT = 7,
+  TRITONSERVER_TRACE_TENSOR_BACKEND_INPUT = 8,
+  TRITONSERVER_TRACE_TENSOR_BACKEND_OUTPUT = 9,
+  TRITONSERVER_TRACE_CUSTOM_ACTIVITY = 10,
+};
+
+using TRITONSERVER_InferenceTraceActivityFn_t = void (*)(
+    TRITONSERVER_InferenceTrace* trace,
+    TRITONSERVER_InferenceTraceActivity activity, uint64_t timestamp_ns,
+    void* userp);
+using TRITONSERVER_InferenceTraceReleaseFn_t = void (*)(
+    TRITONSERVER_InferenceTrace* trace, void* userp);
 
 // Flag values (passed as uint32_t).
 constexpr uint32_t TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1;
@@ -394,7 +440,57 @@ constexpr uint32_t kTritonApiMinMinor = 17;
   X(0, TRITONSERVER_Error*, ServerInferAsync,                                  \
     (TRITONSERVER_Server * server,                                             \
      TRITONSERVER_InferenceRequest * inference_request,                        \
-     TRITONSERVER_InferenceTrace * trace))
+     TRITONSERVER_InferenceTrace * trace))                                    \
+  /* custom metrics (native/metrics.cc) */                                   \
+  X(11, TRITONSERVER_Error*, MetricFamilyNew,                                \
+    (TRITONSERVER_MetricFamily * *family, const TRITONSERVER_MetricKind kind, \
+     const char* name, const char* description))                             \
+  X(11, TRITONSERVER_Error*, MetricFamilyDelete,                             \
+    (TRITONSERVER_MetricFamily * family))                                    \
+  X(11, TRITONSERVER_Error*, MetricNew,                                      \
+    (TRITONSERVER_Metric * *metric, TRITONSERVER_MetricFamily * family,      \
+     const TRITONSERVER_Parameter** labels, const uint64_t label_count))     \
+  X(11, TRITONSERVER_Error*, MetricDelete, (TRITONSERVER_Metric * metric))   \
+  X(11, TRITONSERVER_Error*, MetricValue,                                    \
+    (TRITONSERVER_Metric * metric, double* value))                           \
+  X(11, TRITONSERVER_Error*, MetricIncrement,                                \
+    (TRITONSERVER_Metric * metric, double value))                            \
+  X(11, TRITONSERVER_Error*, MetricSet,                                      \
+    (TRITONSERVER_Metric * metric, double value))                            \
+  X(11, TRITONSERVER_Error*, GetMetricKind,                                  \
+    (TRITONSERVER_Metric * metric, TRITONSERVER_MetricKind * kind))          \
+  X(34, TRITONSERVER_Error*, MetricArgsNew, (TRITONSERVER_MetricArgs * *args)) \
+  X(34, TRITONSERVER_Error*, MetricArgsSetHistogram,                         \
+    (TRITONSERVER_MetricArgs * args, const double* buckets,                  \
+     const uint64_t buckets_count))                                          \
+  X(34, TRITONSERVER_Error*, MetricArgsDelete, (TRITONSERVER_MetricArgs * args)) \
+  X(34, TRITONSERVER_Error*, MetricNewWithArgs,                              \
+    (TRITONSERVER_Metric * *metric, TRITONSERVER_MetricFamily * family,      \
+     const TRITONSERVER_Parameter** labels, const uint64_t label_count,      \
+     const TRITONSERVER_MetricArgs* args))                                   \
+  X(34, TRITONSERVER_Error*, MetricObserve,                                  \
+    (TRITONSERVER_Metric * metric, double value))                            \
+  /* logging (native/logging.cc) */                                          \
+  X(0, bool, LogIsEnabled, (TRITONSERVER_LogLevel level))                    \
+  X(0, TRITONSERVER_Error*, LogMessage,                                      \
+    (TRITONSERVER_LogLevel level, const char* filename, const int line,      \
+     const char* msg))                                                       \
+  /* tracing (native/trace.cc) */                                            \
+  X(0, TRITONSERVER_Error*, InferenceTraceNew,                               \
+    (TRITONSERVER_InferenceTrace * *trace,                                   \
+     TRITONSERVER_InferenceTraceLevel level, uint64_t parent_id,             \
+     TRITONSERVER_InferenceTraceActivityFn_t activity_fn,                    \
+     TRITONSERVER_InferenceTraceReleaseFn_t release_fn, void* trace_userp))  \
+  X(0, TRITONSERVER_Error*, InferenceTraceDelete,                            \
+    (TRITONSERVER_InferenceTrace * trace))                                   \
+  X(0, TRITONSERVER_Error*, InferenceTraceId,                                \
+    (TRITONSERVER_InferenceTrace * trace, uint64_t * id))                    \
+  X(0, TRITONSERVER_Error*, InferenceTraceParentId,                          \
+    (TRITONSERVER_InferenceTrace * trace, uint64_t * parent_id))             \
+  X(0, TRITONSERVER_Error*, InferenceTraceModelName,                         \
+    (TRITONSERVER_InferenceTrace * trace, const char** model_name))          \
+  X(0, TRITONSERVER_Error*, InferenceTraceModelVersion,                      \
+    (TRITONSERVER_InferenceTrace * trace, int64_t * model_version))
 
 // One function-pointer type per entry: TritonFn_<Name>.
 #define TRITON_API_DECLARE_FN_TYPE(minor, ret, name, params) \

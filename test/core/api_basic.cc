@@ -222,7 +222,7 @@ TRITONSERVER_MetricsFormatted(
         "unknown metrics format '" + std::to_string(static_cast<int>(format)) +
             "'");
   }
-  metrics->text = tc::SerializeMetrics(metrics->pinned_pool_bytes);
+  metrics->text = tc::SerializeMetrics(metrics->pinned_pool_bytes, metrics->cpu_metrics);
   *base = metrics->text.c_str();
   *byte_size = metrics->text.size();
   return nullptr;

@@ -30,6 +30,7 @@
 #include <thread>
 
 #include "server.h"
+#include "trace.h"
 
 namespace tc {
 
@@ -541,7 +542,11 @@ ExecContext::Send(std::vector<OutTensor> outs, const Status& err, uint32_t flags
       cancelled_error = true;
     }
   }
-  if (model_->spec.decoupled) {
+  // Real Triton's Python backend reports no per-response statistics
+  // (observed 2026-12-01: "response_stats":{} after a repeat_int32 stream).
+  const bool response_stats =
+      model_->spec.decoupled && model_->spec.backend != "python";
+  if (response_stats) {
     const uint64_t start = last_response_ns ? last_response_ns : compute_input_end_ns;
     std::lock_guard<std::mutex> lk(model_->stats.mu);
     ResponseStat& rs = model_->stats.responses[responses_sent];
@@ -570,7 +575,8 @@ ExecContext::Send(std::vector<OutTensor> outs, const Status& err, uint32_t flags
 void
 ExecContext::SendFlags(uint32_t flags)
 {
-  if (model_->spec.decoupled && (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL)) {
+  if (model_->spec.decoupled && model_->spec.backend != "python" &&
+      (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL)) {
     const uint64_t start =
         last_response_ns ? last_response_ns : compute_input_end_ns;
     std::lock_guard<std::mutex> lk(model_->stats.mu);
@@ -662,6 +668,8 @@ Process(const std::vector<Job>& jobs)
     const Job* job;
     uint64_t request_start_ns;
     int64_t batch;
+    // Outlives the request (a decoupled request is released early).
+    TRITONSERVER_InferenceTrace* trace = nullptr;
     std::shared_ptr<ExecContext> ctx = std::make_shared<ExecContext>();
   };
   std::vector<std::unique_ptr<Item>> items;
@@ -671,6 +679,8 @@ Process(const std::vector<Job>& jobs)
       model->metrics->pending--;
     }
     r->state = RequestState::kExecuting;
+    TRITONSERVER_InferenceTrace* trace = r->trace;
+    r->trace = nullptr;
     // Cancelled or timed out while waiting in the queue.
     if (r->shared->cancelled.load() ||
         (job.deadline_ns != 0 && start_ns > job.deadline_ns)) {
@@ -688,6 +698,8 @@ Process(const std::vector<Job>& jobs)
       if (model->metrics) {
         model->metrics->failure[cancelled ? kCanceled : kRejected]++;
       }
+      TraceReport(trace, TRITONSERVER_TRACE_REQUEST_END, NowNs());
+      TraceRelease(trace);
       continue;
     }
     // A Python model whose stub died fails every request until it is
@@ -698,13 +710,18 @@ Process(const std::vector<Job>& jobs)
         const uint64_t request_start_ns = r->request_start_ns;
         RespondErrorAndRelease(
             r, Status(TRITONSERVER_ERROR_INTERNAL, unhealthy));
-        std::lock_guard<std::mutex> lk(model->stats.mu);
-        model->stats.fail.Add(NowNs() - request_start_ns);
+        {
+          std::lock_guard<std::mutex> lk(model->stats.mu);
+          model->stats.fail.Add(NowNs() - request_start_ns);
+        }
+        TraceReport(trace, TRITONSERVER_TRACE_REQUEST_END, NowNs());
+        TraceRelease(trace);
         continue;
       }
     }
     auto item = std::make_unique<Item>();
     item->r = r;
+    item->trace = trace;
     item->job = &job;
     item->request_start_ns = r->request_start_ns;
     item->batch = std::max<int64_t>(1, r->batch_size);
@@ -741,6 +758,9 @@ Process(const std::vector<Job>& jobs)
       ctx.inputs.push_back(std::move(ei));
     }
     ctx.compute_input_end_ns = NowNs();
+    if (model->metrics && model->metrics->identity_backend) {
+      for (const auto& p : r->inputs) model->metrics->input_bytes += p.second.total;
+    }
     items.push_back(std::move(item));
   }
   if (items.empty()) {
@@ -768,6 +788,18 @@ Process(const std::vector<Job>& jobs)
     }
   }
   const uint64_t end_ns = NowNs();
+  for (auto& item : items) {
+    TRITONSERVER_InferenceTrace* trace = item->trace;
+    if (trace == nullptr) continue;
+    const ExecContext& ctx = *item->ctx;
+    TraceReport(trace, TRITONSERVER_TRACE_COMPUTE_START, start_ns);
+    TraceReport(trace, TRITONSERVER_TRACE_COMPUTE_INPUT_END, ctx.compute_input_end_ns);
+    TraceReport(trace, TRITONSERVER_TRACE_COMPUTE_OUTPUT_START, ctx.compute_output_start_ns);
+    TraceReport(trace, TRITONSERVER_TRACE_COMPUTE_END, end_ns);
+    TraceReport(trace, TRITONSERVER_TRACE_REQUEST_END, NowNs());
+    TraceRelease(trace);
+    item->trace = nullptr;
+  }
 
   std::lock_guard<std::mutex> lk(model->stats.mu);
   ModelStats& st = model->stats;
@@ -786,7 +818,10 @@ Process(const std::vector<Job>& jobs)
     const uint64_t request_start_ns = item->request_start_ns;
     const uint64_t batch = static_cast<uint64_t>(item->batch);
     // A detached context is still sending: read only what it fixed before.
-    if (!(ctx.detached ? ctx.detached_any_error : ctx.any_error)) {
+    // A Python model's error response still counts as a success
+    // (TRITON_FACTS.md, "Batching, ensembles, statistics").
+    const bool failed = ctx.detached ? ctx.detached_any_error : ctx.any_error;
+    if (!failed || model->spec.backend == "python") {
       st.success.Add(end_ns - request_start_ns);
       st.queue.Add(start_ns - item->job->enqueue_ns);
       st.compute_input.Add(ctx.compute_input_end_ns - start_ns);
@@ -1453,8 +1488,8 @@ TRITONSERVER_ServerInferAsync(
     return s.ToError();
   }
   if (trace != nullptr) {
-    return tc::NewError(
-        TRITONSERVER_ERROR_UNSUPPORTED, "inference tracing not supported");
+    trace->model_name = r->model->name;
+    trace->model_version = r->model->version;
   }
 
   std::shared_ptr<tc::Model> model = r->model;
@@ -1463,6 +1498,8 @@ TRITONSERVER_ServerInferAsync(
   job.request = r;
   job.enqueue_ns = tc::NowNs();
   r->request_start_ns = job.enqueue_ns;
+  r->trace = trace;
+  tc::TraceReport(trace, TRITONSERVER_TRACE_REQUEST_START, job.enqueue_ns);
   uint64_t timeout_us = 0;
   if (model->spec.dynamic_batching) {
     timeout_us = model->spec.default_timeout_us;
@@ -1477,11 +1514,14 @@ TRITONSERVER_ServerInferAsync(
     if (model->spec.max_queue_size != 0 &&
         ex.queued >= model->spec.max_queue_size) {
       r->state = tc::RequestState::kFailedEnqueue;
+      r->trace = nullptr;
+      tc::TraceRelease(trace);
       return tc::NewError(
           TRITONSERVER_ERROR_UNAVAILABLE,
           r->LogRequest() + "Exceeds maximum queue size");
     }
     r->state = tc::RequestState::kPending;
+    tc::TraceReport(trace, TRITONSERVER_TRACE_QUEUE_START, tc::NowNs());
     r->shared->inside = core.requests_inside;
     core.requests_inside->fetch_add(1);
     if (model->metrics) {

@@ -617,6 +617,7 @@ ServerCore::CreateModel(
   if (opts.metrics) {
     m->metrics = GetMetricReporter(info.name, version);
     m->metrics->load_secs = static_cast<double>(NowNs() - t0) / 1e9;
+    m->metrics->identity_backend = m->spec.backend == "identity";
   }
   m->executor = StartExecutor(m->spec);
   std::weak_ptr<ServerCore> weak = shared_from_this();

@@ -9,6 +9,7 @@
 // readiness, metadata / model metadata / model config / model index /
 // statistics JSON, and the Prometheus metrics text (one process-wide
 // registry of per-model counters, like Triton's).
+#include <fstream>
 #include <sstream>
 
 #include "server.h"
@@ -48,6 +49,42 @@ FormatMetricValue(double v)
   return ss.str();
 }
 
+struct CpuSample {
+  uint64_t busy = 0;
+  uint64_t total = 0;
+};
+
+CpuSample
+ReadCpuSample()
+{
+  CpuSample sample;
+  std::ifstream stat("/proc/stat");
+  std::string cpu;
+  stat >> cpu;  // the aggregate "cpu" line
+  uint64_t value = 0;
+  for (int field = 0; field < 8 && (stat >> value); ++field) {
+    sample.total += value;
+    if (field != 3 && field != 4) sample.busy += value;  // not idle, iowait
+  }
+  return sample;
+}
+
+void
+ReadMemory(uint64_t* total_bytes, uint64_t* used_bytes)
+{
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  uint64_t kb = 0, total = 0, available = 0;
+  std::string unit;
+  while (meminfo >> key >> kb) {
+    std::getline(meminfo, unit);
+    if (key == "MemTotal:") total = kb;
+    if (key == "MemAvailable:") available = kb;
+  }
+  *total_bytes = total * 1024;
+  *used_bytes = (total - std::min(total, available)) * 1024;
+}
+
 }  // namespace
 
 std::shared_ptr<MetricReporter>
@@ -66,7 +103,7 @@ GetMetricReporter(const std::string& model, int64_t version)
 }
 
 std::string
-SerializeMetrics(uint64_t pinned_pool_bytes)
+SerializeMetrics(uint64_t pinned_pool_bytes, bool cpu_metrics)
 {
   std::vector<std::shared_ptr<MetricReporter>> reps;
   {
@@ -149,6 +186,25 @@ SerializeMetrics(uint64_t pinned_pool_bytes)
       "counter", [](const MetricReporter& r) {
         return double(r.compute_output_us.load());
       });
+  // The identity backend registers its own counter of input bytes, listed
+  // after Triton's duration families (observed 2026-12-01: 28 after
+  // requests of 12, 8 and 8 bytes; the series goes with the model).
+  {
+    std::string series;
+    for (const auto& r : reps) {
+      if (!r->identity_backend) continue;
+      series += "input_byte_size_counter{model=\"" + r->model + "\",version=\"" +
+                std::to_string(r->version) + "\"} " +
+                std::to_string(r->input_bytes.load()) + "\n";
+    }
+    if (!series.empty()) {
+      out +=
+          "# HELP input_byte_size_counter Cumulative input byte size of all "
+          "requests received by the model\n# TYPE input_byte_size_counter "
+          "counter\n" +
+          series;
+    }
+  }
   family(
       "nv_inference_pending_request_count",
       "Instantaneous number of pending requests awaiting execution "
@@ -165,6 +221,35 @@ SerializeMetrics(uint64_t pinned_pool_bytes)
       "\n# HELP nv_pinned_memory_pool_used_bytes Pinned memory pool used "
       "memory size, in bytes\n# TYPE nv_pinned_memory_pool_used_bytes "
       "gauge\nnv_pinned_memory_pool_used_bytes 0\n";
+  if (cpu_metrics) {
+    // CPU families after the pinned pool's, with the HELP texts seen on real
+    // Triton (observed 2026-12-01). Utilization is the busy share of
+    // /proc/stat's CPU time since the previous scrape.
+    const CpuSample cpu = ReadCpuSample();
+    double utilization = 0;
+    {
+      static std::mutex mu;
+      static CpuSample last;
+      std::lock_guard<std::mutex> lk(mu);
+      if (cpu.total > last.total) {
+        utilization = static_cast<double>(cpu.busy - last.busy) /
+                      static_cast<double>(cpu.total - last.total);
+      }
+      last = cpu;
+    }
+    uint64_t total_bytes = 0, used_bytes = 0;
+    ReadMemory(&total_bytes, &used_bytes);
+    out += "# HELP nv_cpu_utilization CPU utilization rate [0.0 - 1.0]\n"
+           "# TYPE nv_cpu_utilization gauge\nnv_cpu_utilization " +
+           FormatMetricValue(utilization) +
+           "\n# HELP nv_cpu_memory_total_bytes CPU total memory (RAM), in bytes\n"
+           "# TYPE nv_cpu_memory_total_bytes gauge\nnv_cpu_memory_total_bytes " +
+           std::to_string(total_bytes) +
+           "\n# HELP nv_cpu_memory_used_bytes CPU used memory (RAM), in bytes\n"
+           "# TYPE nv_cpu_memory_used_bytes gauge\nnv_cpu_memory_used_bytes " +
+           std::to_string(used_bytes) + "\n";
+  }
+  out += SerializeCustomMetrics();
   return out;
 }
 
@@ -1223,6 +1308,7 @@ TRITONSERVER_ServerMetrics(
   if (metrics == nullptr) return NullArg("metrics");
   auto* m = new TRITONSERVER_Metrics();
   m->pinned_pool_bytes = server->core->opts.pinned_memory_pool_size;
+  m->cpu_metrics = server->core->opts.metrics && server->core->opts.cpu_metrics;
   *metrics = m;
   return nullptr;
 }

@@ -44,6 +44,7 @@ struct TRITONSERVER_Message {
 
 struct TRITONSERVER_Metrics {
   uint64_t pinned_pool_bytes = 0;
+  bool cpu_metrics = false;  // metrics and CPU metrics on
   std::string text;  // refreshed by every MetricsFormatted call
 };
 
@@ -129,10 +130,15 @@ struct MetricReporter {
   std::atomic<uint64_t> failure[4] = {{0}, {0}, {0}, {0}};
   std::atomic<int64_t> pending{0};
   double load_secs = 0;
+  // The identity backend's own custom metric (input_byte_size_counter).
+  bool identity_backend = false;
+  std::atomic<uint64_t> input_bytes{0};
 };
 std::shared_ptr<MetricReporter> GetMetricReporter(
     const std::string& model, int64_t version);
-std::string SerializeMetrics(uint64_t pinned_pool_bytes);
+std::string SerializeMetrics(uint64_t pinned_pool_bytes, bool cpu_metrics);
+// Custom metric families (custom_metrics.cc), after Triton's own.
+std::string SerializeCustomMetrics();
 
 // ---- native model implementations ----
 struct ExecInput {
@@ -392,6 +398,7 @@ struct TRITONSERVER_InferenceRequest {
   int64_t batch_size = 0;
   std::vector<std::string> outputs_to_send;
   uint64_t request_start_ns = 0;
+  TRITONSERVER_InferenceTrace* trace = nullptr;  // set by ServerInferAsync
   std::string LogRequest() const
   {
     return "[request id: " + (id.empty() ? std::string("<id_unknown>") : id) +

@@ -1,0 +1,121 @@
+/**
+ * The package's own view as Prometheus metrics, under the prefix
+ * `tritonserver_node_` (off until `server.packageMetrics()` is called):
+ *
+ * - `tritonserver_node_requests_in_flight{model}` (gauge): requests handed
+ *   to Triton whose last response has not reached JS yet.
+ * - `tritonserver_node_submit_seconds{model}` (histogram): from the
+ *   `infer()`/`stream()` call to the return of `TRITONSERVER_ServerInferAsync`,
+ *   inside which Triton stamps REQUEST_START: the package's own overhead
+ *   before Triton sees the request (metadata lookup, validation, native call).
+ * - `tritonserver_node_event_loop_delay_seconds{quantile}` (gauges of the
+ *   0.5, 0.99 and 1 quantiles since metrics were enabled, from
+ *   `perf_hooks.monitorEventLoopDelay`): how long callbacks waited for the
+ *   event loop, the latency every response adds in JS.
+ */
+import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
+
+/** @internal What Inference reports when package metrics are on. */
+export interface InferenceObserver {
+  submitted(token: number, model: string, calledNs: bigint): void;
+  finished(token: number): void;
+}
+
+const SUBMIT_BUCKETS = [0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1];
+
+interface SubmitHistogram {
+  counts: number[];
+  count: number;
+  sum: number;
+}
+
+function escapeLabel(value: string): string {
+  return value.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
+}
+
+export class PackageMetrics implements InferenceObserver {
+  readonly #inFlight = new Map<string, number>();
+  readonly #tokens = new Map<number, string>();
+  readonly #submit = new Map<string, SubmitHistogram>();
+  #loop: IntervalHistogram | undefined;
+
+  /** @internal Use `server.packageMetrics()`. */
+  constructor() {
+    this.#loop = monitorEventLoopDelay({ resolution: 10 });
+    this.#loop.enable();
+  }
+
+  submitted(token: number, model: string, calledNs: bigint): void {
+    const seconds = Number(process.hrtime.bigint() - calledNs) / 1e9;
+    this.#tokens.set(token, model);
+    this.#inFlight.set(model, (this.#inFlight.get(model) ?? 0) + 1);
+    let histogram = this.#submit.get(model);
+    if (histogram === undefined) {
+      histogram = { counts: SUBMIT_BUCKETS.map(() => 0), count: 0, sum: 0 };
+      this.#submit.set(model, histogram);
+    }
+    const bucket = SUBMIT_BUCKETS.findIndex((bound) => seconds <= bound);
+    if (bucket >= 0) histogram.counts[bucket] = (histogram.counts[bucket] as number) + 1;
+    histogram.count++;
+    histogram.sum += seconds;
+  }
+
+  finished(token: number): void {
+    const model = this.#tokens.get(token);
+    if (model === undefined) return;
+    this.#tokens.delete(token);
+    this.#inFlight.set(model, (this.#inFlight.get(model) ?? 1) - 1);
+  }
+
+  /** Requests in flight for `model` (as the gauge shows it). */
+  inFlight(model: string): number {
+    return this.#inFlight.get(model) ?? 0;
+  }
+
+  /** The metrics in Prometheus text format. */
+  text(): string {
+    const lines: string[] = [];
+    lines.push(
+      '# HELP tritonserver_node_requests_in_flight Requests handed to Triton whose last response has not reached JS yet.',
+      '# TYPE tritonserver_node_requests_in_flight gauge',
+    );
+    for (const [model, count] of this.#inFlight) {
+      lines.push(`tritonserver_node_requests_in_flight{model="${escapeLabel(model)}"} ${count}`);
+    }
+    lines.push(
+      '# HELP tritonserver_node_submit_seconds From the infer()/stream() call until Triton accepted the request (REQUEST_START is stamped inside that call).',
+      '# TYPE tritonserver_node_submit_seconds histogram',
+    );
+    for (const [model, histogram] of this.#submit) {
+      const label = `model="${escapeLabel(model)}"`;
+      let cumulative = 0;
+      SUBMIT_BUCKETS.forEach((bound, i) => {
+        cumulative += histogram.counts[i] as number;
+        lines.push(`tritonserver_node_submit_seconds_bucket{${label},le="${bound}"} ${cumulative}`);
+      });
+      lines.push(`tritonserver_node_submit_seconds_bucket{${label},le="+Inf"} ${histogram.count}`);
+      lines.push(`tritonserver_node_submit_seconds_sum{${label}} ${histogram.sum}`);
+      lines.push(`tritonserver_node_submit_seconds_count{${label}} ${histogram.count}`);
+    }
+    if (this.#loop !== undefined) {
+      lines.push(
+        '# HELP tritonserver_node_event_loop_delay_seconds Event loop delay since package metrics were enabled (perf_hooks.monitorEventLoopDelay).',
+        '# TYPE tritonserver_node_event_loop_delay_seconds gauge',
+      );
+      for (const [quantile, nanoseconds] of [
+        ['0.5', this.#loop.percentile(50)],
+        ['0.99', this.#loop.percentile(99)],
+        ['1', this.#loop.max],
+      ] as const) {
+        lines.push(`tritonserver_node_event_loop_delay_seconds{quantile="${quantile}"} ${nanoseconds / 1e9}`);
+      }
+    }
+    return `${lines.join('\n')}\n`;
+  }
+
+  /** @internal Stops the event-loop monitor (server stop). */
+  close(): void {
+    this.#loop?.disable();
+    this.#loop = undefined;
+  }
+}
