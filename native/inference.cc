@@ -179,26 +179,34 @@ void InferenceEngine::CompleteNatively(const Completion& completion) {
   bool event = completion.is_release ||
                (completion.flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0;
   if (!event || !LastEvent(request)) return;
-  Left(request);
+  Unlist(request);
   TakeError(api_, api_.InferenceRequestDelete(request->triton));
   request->triton = nullptr;
   request->finished_natively = true;
   Live().requests--;
+  // Last: whoever waits for this engine to be idle then sees it finished.
   // The input reference is let go on the JS thread (ReleaseInputsOfFinished).
+  Left();
 }
 
 void InferenceEngine::Entered(Request* request) {
   state_->RequestEntered();
   std::lock_guard<std::mutex> lock(inside_mutex_);
   inside_.insert(request->triton);
+  ++inside_count_;
   request->submitted = true;
 }
 
 // Before the request is deleted, so CancelAll never sees a deleted one.
-void InferenceEngine::Left(Request* request) {
+void InferenceEngine::Unlist(Request* request) {
+  std::lock_guard<std::mutex> lock(inside_mutex_);
+  inside_.erase(request->triton);
+}
+
+void InferenceEngine::Left() {
   {
     std::lock_guard<std::mutex> lock(inside_mutex_);
-    inside_.erase(request->triton);
+    --inside_count_;
   }
   inside_changed_.notify_all();
   state_->RequestLeft();
@@ -206,7 +214,7 @@ void InferenceEngine::Left(Request* request) {
 
 bool InferenceEngine::WaitUntilIdle(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(inside_mutex_);
-  auto idle = [this] { return inside_.empty(); };
+  auto idle = [this] { return inside_count_ == 0; };
   if (timeout.count() < 0) {
     inside_changed_.wait(lock, idle);
     return true;
@@ -216,7 +224,7 @@ bool InferenceEngine::WaitUntilIdle(std::chrono::milliseconds timeout) {
 
 size_t InferenceEngine::RequestsInside() {
   std::lock_guard<std::mutex> lock(inside_mutex_);
-  return inside_.size();
+  return inside_count_;
 }
 
 // --- JS thread --------------------------------------------------------------
@@ -428,7 +436,7 @@ InferenceEngine::Request* InferenceEngine::NewRequest() {
 }
 
 void InferenceEngine::Finish(Napi::Env env, Request* request) {
-  if (request->submitted) Left(request);
+  if (request->submitted) Unlist(request);
   if (request->triton != nullptr)
     TakeError(api_, api_.InferenceRequestDelete(request->triton));
   request->triton = nullptr;
@@ -439,6 +447,7 @@ void InferenceEngine::Finish(Napi::Env env, Request* request) {
   bool was_in_flight = requests_.erase(request->token) > 0;
   free_requests_.push_back(request);
   Live().requests--;
+  if (request->submitted) Left();
   if (was_in_flight && requests_.empty() && !tsfn_released_) {
     tsfn_.Unref(env);
     if (closing_) {

@@ -100,9 +100,11 @@ class InferenceEngine {
   // Each request waits for two events (release, final response); true for
   // the second one, whichever thread sees it.
   static bool LastEvent(Request* request);
-  // A request handed to Triton (JS thread) / completely back (any thread).
+  // A request handed to Triton (JS thread); taken off the cancel list before
+  // it is deleted; completely back (any thread, last).
   void Entered(Request* request);
-  void Left(Request* request);
+  void Unlist(Request* request);
+  void Left();
   void DrainOnJsThread(Napi::Env env, Napi::Function callback);
   void DeliverResponse(Napi::Env env, Napi::Function callback,
                        Request* request,
@@ -141,6 +143,7 @@ class InferenceEngine {
   std::mutex inside_mutex_;
   std::condition_variable inside_changed_;
   std::unordered_set<TRITONSERVER_InferenceRequest*> inside_;
+  size_t inside_count_ = 0;  // until each is finished, deleted included
 
   // Shared with Triton's threads.
   std::mutex queue_mutex_;

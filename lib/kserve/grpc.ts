@@ -26,7 +26,7 @@ import {
 } from './codec.js';
 import { loadOptions } from './http.js';
 import type { ResolvedProtocolOptions } from './options.js';
-import { Tracker, tritonErrorCode } from './shared.js';
+import { bigintsAsStrings, Tracker, tritonErrorCode } from './shared.js';
 
 /** The gRPC status code (numeric) Triton's gRPC front end uses for each error code. */
 export function grpcStatus(code: TritonErrorCode): number {
@@ -384,9 +384,9 @@ export async function startGrpc(
         const ready = await server.modelIndex({ readyOnly: true });
         const names = [...new Set(ready.map((entry) => entry.name))];
         const stats = await Promise.all(names.map((name) => server.model(name).statistics()));
-        return { model_stats: stats.flat() };
+        return { model_stats: bigintsAsStrings(stats.flat()) };
       }
-      return { model_stats: await server.model(request.name, parseVersion(request.version)).statistics() };
+      return { model_stats: bigintsAsStrings(await server.model(request.name, parseVersion(request.version)).statistics()) };
     }),
     RepositoryIndex: unary<{ repository_name: string; ready: boolean }>('RepositoryIndex', async (request) => {
       requireRepositoryControl();

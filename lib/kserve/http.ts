@@ -19,6 +19,7 @@ import {
   type ParameterValue,
 } from './codec.js';
 import { kserveProtocolOptionsSchema, type KServeProtocolOptions, type ResolvedProtocolOptions } from './options.js';
+import { stringify as stringifyExact } from 'lossless-json';
 import { parseOptions, Tracker, tritonErrorCode } from './shared.js';
 
 /** Triton's HTTP status for each error code (its front end's HttpCodeFromError). */
@@ -271,7 +272,7 @@ class Routes {
     }
     if (path === '/v2/models/stats') {
       expect('GET');
-      sendJson(res, 200, JSON.stringify({ model_stats: await this.allStatistics() }));
+      sendJson(res, 200, stringifyExact({ model_stats: await this.allStatistics() }) ?? '{}');
       return;
     }
     const model = MODEL_ROUTE.exec(path);
@@ -323,7 +324,8 @@ class Routes {
         return;
       case 'stats':
         expect('GET');
-        sendJson(res, 200, JSON.stringify({ model_stats: await model.statistics() }));
+        // Exact 64-bit counters, as JSON numbers like Triton's.
+        sendJson(res, 200, stringifyExact({ model_stats: await model.statistics() }) ?? '{}');
         return;
       case 'infer':
         expect('POST');

@@ -59,3 +59,16 @@ export function tritonErrorCode(error: unknown): TritonErrorCode | undefined {
   }
   return undefined;
 }
+
+/**
+ * Statistics with their bigint durations (lib/observability/statistics.ts)
+ * as decimal strings: protobuf's 64-bit fields take those exactly.
+ */
+export function bigintsAsStrings(value: unknown): unknown {
+  if (typeof value === 'bigint') return value.toString();
+  if (Array.isArray(value)) return value.map(bigintsAsStrings);
+  if (typeof value === 'object' && value !== null) {
+    return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, bigintsAsStrings(item)]));
+  }
+  return value;
+}
