@@ -18,7 +18,7 @@ export {
   type ModelBatchProperties,
   type ModelTransactionProperties,
 } from './model.js';
-export type { InferenceRequest, InferenceResponse, SequenceOptions } from './inference.js';
+export type { InferenceRequest, InferenceResponse, SequenceOptions, OutputBufferSpec } from './inference.js';
 export * from './tensor.js';
 export {
   serverOptionsSchema,

@@ -38,11 +38,30 @@ export interface SequenceOptions {
   end?: boolean;
 }
 
+/** Where Triton should write one output (see `InferenceRequest.outputs`). */
+export interface OutputBufferSpec {
+  /**
+   * Memory Triton writes the output into, without a copy: the response's
+   * tensor is then a view of it. Kept from being transferred, like inputs.
+   */
+  data?: ArrayBufferView;
+  /**
+   * When `data` is too small for the output: `'error'` (default) fails the
+   * request with INVALID_ARG naming both sizes; `'allocate'` gives the output
+   * memory of its own, as without `data`.
+   */
+  ifTooSmall?: 'error' | 'allocate';
+}
+
 export interface InferenceRequest {
   /** Input tensors by name. */
   inputs: Record<string, InputValue>;
-  /** Output names to return; default all. */
-  outputs?: string[];
+  /**
+   * Outputs to return (default all): their names, or a record of name →
+   * `{ data }` to have Triton write an output straight into your buffer
+   * (a service can reuse one buffer per worker, no GC at all).
+   */
+  outputs?: string[] | Record<string, OutputBufferSpec>;
   /** Request id, echoed in the response. */
   id?: string;
   /** Triton priority level (1 is highest; 0 = the model's default). */
@@ -163,7 +182,14 @@ function toResponse(completion: Completion, model: string, request: InferenceReq
     const rank = fields[i++] as number;
     const shape = fields.slice(i, i + rank) as number[];
     i += rank;
-    outputs[name] = outputTensor(name, datatype, shape, fields[i++] as ArrayBuffer);
+    const bytes = fields[i++] as ArrayBuffer | number;
+    if (typeof bytes === 'number') {
+      // Written into the caller's own buffer: a view of it.
+      const given = (request.outputs as Record<string, OutputBufferSpec>)[name]!.data!;
+      outputs[name] = outputTensor(name, datatype, shape, given.buffer as ArrayBuffer, given.byteOffset, bytes);
+    } else {
+      outputs[name] = outputTensor(name, datatype, shape, bytes);
+    }
   }
   return {
     model: { name: model, version: completion.version ?? -1 },
@@ -223,7 +249,7 @@ export class Inference {
   /** `version` applies unless the request names its own `modelVersion`. */
   async infer(model: string, defaultVersion: number, request: InferenceRequest): Promise<InferenceResponse> {
     checkRequest(request);
-    pinInputs(request.inputs);
+    pinInputs(request.inputs, request.outputs);
     const calledNs = this.observer !== undefined || request.trace ? process.hrtime.bigint() : undefined;
     const version = request.modelVersion ?? defaultVersion;
     const key = `${model}\u0000${version}`;
@@ -301,7 +327,7 @@ export class Inference {
 
   async *stream(model: string, defaultVersion: number, request: InferenceRequest): AsyncGenerator<InferenceResponse> {
     checkRequest(request);
-    pinInputs(request.inputs);
+    pinInputs(request.inputs, request.outputs);
     const calledNs = this.observer !== undefined || request.trace ? process.hrtime.bigint() : undefined;
     const version = request.modelVersion ?? defaultVersion;
     const key = `${model}\u0000${version}`;
@@ -459,6 +485,7 @@ const REQUEST_FIELDS: ReadonlySet<string> = new Set([
   'trace',
 ]);
 const SEQUENCE_FIELDS: ReadonlySet<string> = new Set(['id', 'start', 'end']);
+const OUTPUT_SPEC_FIELDS: ReadonlySet<string> = new Set(['data', 'ifTooSmall']);
 const TRACE_FIELDS: ReadonlySet<string> = new Set(['tracer', 'onTrace']);
 /** setTimeout's limit; a longer delay would fire at once. */
 const MAX_TIMEOUT_MS = 2 ** 31 - 1;
@@ -470,8 +497,27 @@ function checkRequest(request: unknown): asserts request is InferenceRequest {
   checkKnownKeys('request', request, REQUEST_FIELDS);
   const { inputs, outputs, id, priority, timeoutMs, signal, parameters, sequence, modelVersion } = request;
   checkObject('request.inputs', inputs);
-  if (outputs !== undefined && !(Array.isArray(outputs) && outputs.every((name) => isCString(name) && name !== ''))) {
-    throw invalidParameterError('request.outputs', 'an array of output names', outputs);
+  if (outputs !== undefined) {
+    if (Array.isArray(outputs)) {
+      if (!outputs.every((name) => isCString(name) && name !== '')) {
+        throw invalidParameterError('request.outputs', 'an array of output names', outputs);
+      }
+    } else {
+      checkObject('request.outputs', outputs);
+      for (const name in outputs) {
+        const spec = outputs[name];
+        const label = `request.outputs[${JSON.stringify(name)}]`;
+        if (!isCString(name)) throw invalidParameterError('request.outputs', 'output names without NUL characters', name);
+        checkObject(label, spec);
+        checkKnownKeys(label, spec, OUTPUT_SPEC_FIELDS);
+        if (spec.data !== undefined && !(ArrayBuffer.isView(spec.data) && !(spec.data instanceof DataView))) {
+          throw invalidParameterError(`${label}.data`, 'a TypedArray', spec.data);
+        }
+        if (spec.ifTooSmall !== undefined && spec.ifTooSmall !== 'error' && spec.ifTooSmall !== 'allocate') {
+          throw invalidParameterError(`${label}.ifTooSmall`, "'error' or 'allocate'", spec.ifTooSmall);
+        }
+      }
+    }
   }
   checkOptionalString('request.id', id);
   if (priority !== undefined) checkInteger('request.priority', priority, 0, 0xffff_ffff);
@@ -544,8 +590,14 @@ const MARKING_PINS: boolean = (() => {
  * before the request starts (its model's metadata may still be on its way),
  * a transfer would already pull the memory from under it.
  */
-function pinInputs(inputs: Record<string, unknown>): void {
+function pinInputs(inputs: Record<string, unknown>, outputs: InferenceRequest['outputs']): void {
   if (!MARKING_PINS) return;
+  if (outputs !== undefined && !Array.isArray(outputs)) {
+    for (const name in outputs) {
+      const data = outputs[name]?.data;
+      if (data !== undefined && data.buffer instanceof ArrayBuffer && data.buffer.byteLength > 0) markAsUntransferable(data.buffer);
+    }
+  }
   for (const name in inputs) {
     const value = inputs[name];
     const data = ArrayBuffer.isView(value)
@@ -559,18 +611,23 @@ function pinInputs(inputs: Record<string, unknown>): void {
   }
 }
 
-/** The view's memory, safe to hand to Triton until the request is released. */
-function pinned(name: string, view: ArrayBufferView): ArrayBufferView {
+/**
+ * The view's memory, safe to hand to Triton until the request is released.
+ * `label` names it in errors ("input 'X'"); an output's memory is never
+ * copied (Triton must write into the caller's own).
+ */
+function pinned(label: string, view: ArrayBufferView, copyIfUnpinnable = true): ArrayBufferView {
   const buffer = view.buffer;
   // Shared memory cannot be detached (but see the README on writing to it).
   if (!(buffer instanceof ArrayBuffer)) return view;
   if (view.byteLength === 0 && isDetached(buffer)) {
-    throw invalid(`input '${name}': its ArrayBuffer is detached (transferred or closed)`);
+    throw invalid(`${label}: its ArrayBuffer is detached (transferred or closed)`);
   }
   if (MARKING_PINS) {
     markAsUntransferable(buffer);
     return view;
   }
+  if (!copyIfUnpinnable) return view;
   return new Uint8Array(buffer.slice(view.byteOffset, view.byteOffset + view.byteLength));
 }
 
@@ -612,12 +669,12 @@ function prepareInputs(model: string, info: ModelInfo, request: InferenceRequest
     // normalizeInput also refuses data of another type than the model's.
     const input = normalizeInput(name, request.inputs[name] as InputValue, expected.datatype);
     checkShape(model, name, input.shape, expected.shape, info.maxBatchSize);
-    prepared.push(input.name, input.datatype, input.shape.length, ...input.shape, pinned(name, input.data));
+    prepared.push(input.name, input.datatype, input.shape.length, ...input.shape, pinned(`input '${name}'`, input.data));
   }
   for (const name of info.required) {
     if (!(name in request.inputs)) throw invalid(`model '${model}' needs input '${name}'`);
   }
-  for (const name of request.outputs ?? []) {
+  for (const name of outputNames(request.outputs) ?? []) {
     if (!info.outputs.has(name)) {
       throw invalid(`model '${model}' has no output '${name}' (its outputs: ${[...info.outputs].join(', ')})`);
     }
@@ -651,13 +708,31 @@ function startRequest(
   return nativeServer.infer(
     model,
     version,
-    request.outputs ?? null,
+    outputNames(request.outputs) ?? null,
     id === undefined ? undefined : String(id),
     priority,
     timeoutMs === undefined ? undefined : Math.round(timeoutMs * 1000),
     flags,
     sequence?.id,
     parameterList,
+    outputBuffers(request.outputs),
     ...inputs,
   );
+}
+
+function outputNames(outputs: InferenceRequest['outputs']): string[] | undefined {
+  if (outputs === undefined || Array.isArray(outputs)) return outputs;
+  return Object.keys(outputs);
+}
+
+/** [name, view, fallback] for each output the caller gave memory for. */
+function outputBuffers(outputs: InferenceRequest['outputs']): Array<[string, ArrayBufferView, boolean]> | undefined {
+  if (outputs === undefined || Array.isArray(outputs)) return undefined;
+  let buffers: Array<[string, ArrayBufferView, boolean]> | undefined;
+  for (const name in outputs) {
+    const spec = outputs[name]!;
+    if (spec.data === undefined) continue;
+    (buffers ??= []).push([name, pinned(`output '${name}'`, spec.data, false), spec.ifTooSmall === 'allocate']);
+  }
+  return buffers;
 }

@@ -93,6 +93,7 @@ export interface NativeServer {
     flags: number | undefined,
     correlationId: number | bigint | string | undefined,
     parameters: Array<[string, string | number | bigint | boolean]> | undefined,
+    outputBuffers: Array<[string, ArrayBufferView, boolean]> | undefined,
     ...inputs: NativeInputField[]
   ): number;
   cancel(token: number): void;

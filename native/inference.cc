@@ -27,6 +27,9 @@ constexpr size_t kHeaderSize = sizeof(BufferHeader);
 // Outputs up to this size are copied into JS memory (see OutputBuffer).
 constexpr size_t kCopyUpToBytes = 4096;
 
+// buffer_userp of an output Triton wrote into memory the caller gave.
+char kCallerMemory;
+
 void FreeBlock(BufferHeader* header) {
   std::free(header);
   Live().output_buffers--;
@@ -47,6 +50,15 @@ struct InferenceEngine::Request {
   bool final_seen = false;              // JS saw the FINAL response
   bool finished_natively = false;       // a Triton thread finished it
   std::atomic<int> open_events{2};      // release + FINAL still to come
+  // Outputs to write into the caller's memory (infer's outputs record);
+  // read by Allocate on Triton's threads, set before ServerInferAsync.
+  struct CallerBuffer {
+    std::string name;
+    void* data;
+    size_t size;
+    bool fallback;  // allocate as usual when it is too small
+  };
+  std::vector<CallerBuffer> caller_buffers;
 };
 
 std::shared_ptr<InferenceEngine> InferenceEngine::Create(
@@ -97,6 +109,22 @@ TRITONSERVER_Error* InferenceEngine::Allocate(
   *buffer = nullptr;
   *buffer_userp = nullptr;
   if (byte_size == 0) return nullptr;
+  auto* request = static_cast<Request*>(userp);
+  for (const Request::CallerBuffer& given : request->caller_buffers) {
+    if (given.name != tensor_name) continue;
+    if (byte_size <= given.size) {
+      *buffer = given.data;
+      *buffer_userp = &kCallerMemory;
+      return nullptr;
+    }
+    if (given.fallback) break;
+    return request->engine->api_.ErrorNew(
+        TRITONSERVER_ERROR_INVALID_ARG,
+        (std::string("output '") + tensor_name + "' is " +
+         std::to_string(byte_size) + " bytes; the buffer given for it holds " +
+         std::to_string(given.size))
+            .c_str());
+  }
   auto* header = static_cast<BufferHeader*>(std::malloc(kHeaderSize + byte_size));
   if (header == nullptr) {
     const TritonApi& api = static_cast<Request*>(userp)->engine->api_;
@@ -115,6 +143,7 @@ TRITONSERVER_Error* InferenceEngine::Allocate(
 TRITONSERVER_Error* InferenceEngine::ReleaseBuffer(
     TRITONSERVER_ResponseAllocator*, void*, void* buffer_userp, size_t,
     TRITONSERVER_MemoryType, int64_t) {
+  if (buffer_userp == &kCallerMemory) return nullptr;  // the caller's own
   auto* header = static_cast<BufferHeader*>(buffer_userp);
   if (header != nullptr && !header->adopted) FreeBlock(header);
   return nullptr;
@@ -340,6 +369,9 @@ void InferenceEngine::DeliverResponse(Napi::Env env, Napi::Function callback,
       args.push_back(Napi::Number::New(env, static_cast<double>(shape[d])));
     if (byte_size == 0 || base == nullptr) {
       args.push_back(Napi::ArrayBuffer::New(env, 0));
+    } else if (buffer_userp == &kCallerMemory) {
+      // Written into the caller's buffer: JS knows which; only the size.
+      args.push_back(Napi::Number::New(env, static_cast<double>(byte_size)));
     } else if (buffer_userp == nullptr) {
       // Host memory our allocator did not hand out: copy it.
       Napi::ArrayBuffer copy = Napi::ArrayBuffer::New(env, byte_size);
@@ -431,6 +463,7 @@ InferenceEngine::Request* InferenceEngine::NewRequest() {
   request->final_seen = false;
   request->finished_natively = false;
   request->open_events = 2;
+  request->caller_buffers.clear();
   Live().requests++;
   return request;
 }
@@ -460,7 +493,7 @@ void InferenceEngine::Finish(Napi::Env env, Request* request) {
 namespace {
 
 // infer()'s arguments before the inputs.
-constexpr size_t kFirstInputArg = 9;
+constexpr size_t kFirstInputArg = 10;
 
 int64_t ToInt64(Napi::Value value, const char* what) {
   if (value.IsBigInt()) {
@@ -477,7 +510,7 @@ int64_t ToInt64(Napi::Value value, const char* what) {
 
 // Adds inputs, outputs and options to request->triton; throws on failure.
 // infer(model, version, outputs, id, priority, timeoutUs, flags,
-//       correlationId, parameters, ...inputs): options positional
+//       correlationId, parameters, outputBuffers, ...inputs): options positional
 // (undefined = not set), then each input flat as name, datatype, rank,
 // dims..., data — arguments rather than objects or arrays, because reading
 // properties and elements costs more than the rest of a request.
@@ -528,6 +561,30 @@ void InferenceEngine::BuildRequest(const Napi::CallbackInfo& info,
     for (uint32_t i = 0, n = outputs.Length(); i < n; ++i) {
       std::string name = outputs.Get(i).ToString();
       check(api_.InferenceRequestAddRequestedOutput(triton, name.c_str()));
+    }
+  }
+  // [name, TypedArray, fallback] triples: outputs written into the caller's
+  // memory, which is kept alive with the inputs until the release.
+  if (info[9].IsArray()) {
+    Napi::Array buffers = info[9].As<Napi::Array>();
+    for (uint32_t i = 0, n = buffers.Length(); i < n; ++i) {
+      Napi::Value entry = buffers.Get(i);
+      if (!entry.IsArray() || entry.As<Napi::Array>().Length() != 3)
+        throw InvalidArg(env, "output buffers must be [name, TypedArray, fallback]");
+      Napi::Array triple = entry.As<Napi::Array>();
+      Napi::Value name = triple.Get(0u), view = triple.Get(1u);
+      if (!name.IsString() || !view.IsTypedArray())
+        throw InvalidArg(env, "output buffers must be [name, TypedArray, fallback]");
+      void* data = nullptr;
+      size_t length = 0;
+      Napi::TypedArray array = view.As<Napi::TypedArray>();
+      if (napi_get_typedarray_info(env, array, nullptr, &length, &data, nullptr,
+                                   nullptr) != napi_ok)
+        throw InvalidArg(env, "unreadable output buffer");
+      input_views_.push_back(array);
+      request->caller_buffers.push_back({name.As<Napi::String>().Utf8Value(), data,
+                                         array.ByteLength(),
+                                         triple.Get(2u).ToBoolean().Value()});
     }
   }
   Napi::Value id = info[3];
@@ -605,7 +662,7 @@ Napi::Value InferenceEngine::Infer(const Napi::CallbackInfo& info) {
       !info[1].IsNumber())
     throw InvalidArg(env,
                      "infer(model, version, outputs, id, priority, timeoutUs, "
-                     "flags, correlationId, parameters, ...inputs)");
+                     "flags, correlationId, parameters, outputBuffers, ...inputs)");
   if (allocator_ == nullptr)
     throw ToJsError(env, TRITONSERVER_ERROR_INTERNAL,
                     "the response allocator could not be created");

@@ -35,7 +35,7 @@ class InferenceEngine {
   ~InferenceEngine();
 
   // infer(model, version, outputs, id, priority, timeoutUs, flags,
-  //       correlationId, parameters, ...inputs) → request token.
+  //       correlationId, parameters, outputBuffers, ...inputs) → token.
   Napi::Value Infer(const Napi::CallbackInfo& info);
   void Cancel(Napi::Env env, uint64_t token);
   // Cancels every request of this engine still inside Triton (any thread;

@@ -1,0 +1,75 @@
+/** Caller-provided output buffers: Triton writes outputs straight into the caller's memory. */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { liveObjects, type Server } from '../lib/index.js';
+import { collectGarbage, rejection, startServer } from './helpers.js';
+
+let server: Server;
+beforeAll(async () => {
+  server = await startServer({ startupModels: ['identity_fp32', 'add_sub', 'identity_bytes'] });
+});
+afterAll(async () => {
+  await server.stop();
+});
+
+describe('output buffers', () => {
+  it('writes an output into the caller’s buffer, with no memory of its own', async () => {
+    const before = liveObjects().outputBuffers;
+    const out = new Float32Array(16384).fill(-1);
+    const input = Float32Array.from({ length: 16384 }, (_, i) => i);
+    const response = await server.model('identity_fp32').infer({
+      inputs: { INPUT0: { shape: [1, 16384], data: input } },
+      outputs: { OUTPUT0: { data: out } },
+    });
+    const tensor = response.outputs.OUTPUT0!;
+    expect(tensor.shape).toEqual([1, 16384]);
+    expect((tensor.data as Float32Array).buffer).toBe(out.buffer);
+    expect(Array.from(out.subarray(0, 4))).toEqual([0, 1, 2, 3]);
+    expect(out[16383]).toBe(16383);
+    // Nothing was allocated for it (a 64 KiB output would otherwise be external memory).
+    expect(liveObjects().outputBuffers).toBe(before);
+  });
+
+  it('reuses one buffer across requests, and mixes given and allocated outputs', async () => {
+    const sum = new Float32Array(4);
+    for (const k of [1, 2, 3]) {
+      const response = await server.model('add_sub').infer({
+        inputs: { INPUT0: new Float32Array([k, k, k, k]), INPUT1: new Float32Array([1, 2, 3, 4]) },
+        outputs: { OUTPUT0: { data: sum }, OUTPUT1: {} },
+      });
+      expect(Array.from(sum)).toEqual([k + 1, k + 2, k + 3, k + 4]);
+      expect(Array.from(response.outputs.OUTPUT1!.data as Float32Array)).toEqual([k - 1, k - 2, k - 3, k - 4]);
+    }
+  });
+
+  it('a buffer too small fails the request naming both sizes, or allocates when asked to', async () => {
+    const small = new Float32Array(2);
+    const request = { inputs: { INPUT0: { shape: [1, 4], data: new Float32Array([1, 2, 3, 4]) } } };
+    const error = await rejection(server.model('identity_fp32').infer({ ...request, outputs: { OUTPUT0: { data: small } } }));
+    expect(error.code).toBe('INVALID_ARG');
+    expect(error.message).toContain("output 'OUTPUT0' is 16 bytes; the buffer given for it holds 8");
+    const response = await server
+      .model('identity_fp32')
+      .infer({ ...request, outputs: { OUTPUT0: { data: small, ifTooSmall: 'allocate' } } });
+    expect(Array.from(response.outputs.OUTPUT0!.data as Float32Array)).toEqual([1, 2, 3, 4]);
+    expect((response.outputs.OUTPUT0!.data as Float32Array).buffer).not.toBe(small.buffer);
+  });
+
+  it('takes BYTES outputs into a byte buffer', async () => {
+    const out = new Uint8Array(64);
+    const response = await server.model('identity_bytes').infer({
+      inputs: { INPUT0: { shape: [1, 2], data: ['ab', 'cde'] } },
+      outputs: { OUTPUT0: { data: out } },
+    });
+    expect(response.outputs.OUTPUT0!.strings()).toEqual(['ab', 'cde']);
+  });
+
+  it('refuses specs of the wrong kind and names of outputs the model lacks', async () => {
+    const model = server.model('identity_fp32');
+    const inputs = { INPUT0: { shape: [1, 1], data: new Float32Array(1) } };
+    expect((await rejection(model.infer({ inputs, outputs: { OUTPUT0: { data: [1, 2] as never } } }))).message).toMatch(/data: expected a TypedArray/);
+    expect((await rejection(model.infer({ inputs, outputs: { OUTPUT0: { ifTooSmall: 'grow' as never } } }))).message).toMatch(/ifTooSmall/);
+    expect((await rejection(model.infer({ inputs, outputs: { NOPE: {} } }))).message).toMatch(/has no output 'NOPE'/);
+    await collectGarbage();
+    expect(liveObjects()).toEqual({ requests: 0, responses: 0, outputBuffers: 0, inputReferences: 0, pending: 0 });
+  });
+});
