@@ -26,7 +26,7 @@
 //   bench_native_loop LIBRARY MODEL_REPOSITORY [--model NAME]
 //       [--input NAME] [--datatype FP32|INT32|BYTES] [--shape D0,D1,...]
 //       [--elements E] [--string-length L] [--requests N] [--duration S]
-//       [--concurrency C] [--warmup W]
+//       [--concurrency C] [--warmup W] [--backend-directory DIR]
 //
 // Defaults follow the model: identity_fp32 gets INPUT0 FP32 [1, E] and
 // answers with one response; identity_bytes gets INPUT0 BYTES [1, E] of
@@ -285,7 +285,7 @@ uint64_t ParseCount(const char* flag, const char* text, uint64_t min) {
   Die("usage: bench_native_loop LIBRARY MODEL_REPOSITORY [--model NAME] "
       "[--input NAME] [--datatype FP32|INT32|BYTES] [--shape D0,D1,...] "
       "[--elements E] [--string-length L] [--requests N] [--duration S] "
-      "[--concurrency C] [--warmup W]");
+      "[--concurrency C] [--warmup W] [--backend-directory DIR]");
 }
 
 }  // namespace
@@ -295,6 +295,7 @@ int main(int argc, char** argv) {
   const char* library = argv[1];
   const char* repository = argv[2];
   std::string model = "identity_fp32";
+  std::string backend_directory;
   std::string input;
   std::string datatype;
   std::vector<int64_t> shape;
@@ -310,6 +311,7 @@ int main(int argc, char** argv) {
     const char* value = argv[i + 1];
     if (flag == "--model") model = value;
     else if (flag == "--input") input = value;
+    else if (flag == "--backend-directory") backend_directory = value;
     else if (flag == "--datatype") datatype = value;
     else if (flag == "--shape") shape = ParseShape(value);
     else if (flag == "--requests") requests = ParseCount(argv[i], value, 1);
@@ -390,6 +392,10 @@ int main(int argc, char** argv) {
   Check(api.ServerOptionsSetModelControlMode(options,
                                              TRITONSERVER_MODEL_CONTROL_EXPLICIT),
         "TRITONSERVER_ServerOptionsSetModelControlMode");
+  if (!backend_directory.empty())
+    Check(api.ServerOptionsSetBackendDirectory(options,
+                                               backend_directory.c_str()),
+          "TRITONSERVER_ServerOptionsSetBackendDirectory");
   Check(api.ServerOptionsSetLogInfo(options, false),
         "TRITONSERVER_ServerOptionsSetLogInfo");
   Check(api.ServerNew(&w.server, options), "TRITONSERVER_ServerNew");
