@@ -9,7 +9,9 @@
 import { execFile } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
+import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { createHistogram, monitorEventLoopDelay, performance, type RecordableHistogram } from 'node:perf_hooks';
 import { parseArgs, promisify } from 'node:util';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
@@ -377,6 +379,14 @@ interface WorkerReport {
 
 type Attach = (handle: unknown) => Server | Promise<Server>;
 
+/**
+ * Workers do not inherit tsx's loader from `--import tsx` on Node 20, so
+ * each worker registers it before importing this file.
+ */
+const WORKER_BOOTSTRAP = `import(${JSON.stringify(
+  pathToFileURL(createRequire(import.meta.url).resolve('tsx/esm/api')).href,
+)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(import.meta.url)}); })`;
+
 /** The lead's shared-server API (server.share() / Server.attach(handle)), when this build has it. */
 function sharingApi(server: Server): { share: () => unknown; attach: Attach } | null {
   const attach = (Server as unknown as { attach?: unknown }).attach;
@@ -386,7 +396,8 @@ function sharingApi(server: Server): { share: () => unknown; attach: Attach } | 
 }
 
 async function workerMain(input: WorkerInput): Promise<void> {
-  const attach = (Server as unknown as { attach: Attach }).attach;
+  const attach = (Server as unknown as { attach?: Attach }).attach;
+  if (typeof attach !== 'function') throw new Error('bench worker: Server.attach(handle) is missing');
   const server = await attach.call(Server, input.handle);
   const model = server.model(input.workload.model);
   const one = requestFn(model, input.workload);
@@ -443,7 +454,7 @@ async function runThreadsPoint(
       concurrency: lanes,
       plan: { ...plan, requests: Math.max(1, Math.round((plan.requests * lanes) / concurrency)) },
     };
-    const worker = new Worker(new URL(import.meta.url), { workerData: input });
+    const worker = new Worker(WORKER_BOOTSTRAP, { eval: true, workerData: input });
     workers.push(worker);
     let messages = 0;
     ready.push(new Promise((done, fail) => {
