@@ -193,9 +193,16 @@ export interface Soak {
   requests: number;
   rssAtStartMiB: number;
   rssAt50kMiB: number;
+  /** When the last request completed, sampled as rssAt50kMiB (gc(), then RSS, the other lanes still in flight). */
   rssAtEndMiB: number;
+  /** rssAtEndMiB − rssAt50kMiB. */
   rssGrowthMiB: number;
   withinTenMiB: boolean;
+  /** After the run, nothing in flight, after full GCs with finalizers run. */
+  rssIdleAfterGcMiB: number;
+  /** [completed requests, RSS MiB] every 50,000 requests. */
+  rssSeriesMiB: Array<[number, number]>;
+  /** Whether the samples followed a full GC (node --expose-gc). */
   gcBeforeEnd: boolean;
   liveObjects: LiveObjects;
   liveObjectsZero: boolean;
@@ -309,9 +316,19 @@ async function runBindingPoint(
   const delay = monitorEventLoopDelay({ resolution: 1 });
   const rssAtStart = process.memoryUsage.rss();
   let rssAt50k = 0;
+  let rssAtLast = 0;
+  const series: Array<[number, number]> = [];
+  const gc = (globalThis as { gc?: () => void }).gc;
   const onComplete = soak
     ? (completed: number): void => {
-        if (completed === SOAK_FIRST_SAMPLE) rssAt50k = process.memoryUsage.rss();
+        // Both samples after a full GC (when exposed), so garbage not yet
+        // collected does not count as growth.
+        if (completed % SOAK_FIRST_SAMPLE !== 0 && completed !== plan.requests) return;
+        gc?.();
+        const rss = process.memoryUsage.rss();
+        series.push([completed, mib(rss)]);
+        if (completed === SOAK_FIRST_SAMPLE) rssAt50k = rss;
+        if (completed === plan.requests) rssAtLast = rss;
       }
     : undefined;
   delay.enable();
@@ -340,18 +357,20 @@ async function runBindingPoint(
   if (!soak) return { result, soak: null };
 
   const gcBeforeEnd = await collectGarbage();
-  const rssAtEnd = process.memoryUsage.rss();
+  const rssIdle = process.memoryUsage.rss();
   const live = liveObjects();
-  const growth = mib(rssAtEnd - (rssAt50k || rssAtStart));
+  const growth = mib(rssAtLast - rssAt50k);
   return {
     result,
     soak: {
       requests: loop.requests,
       rssAtStartMiB: mib(rssAtStart),
       rssAt50kMiB: mib(rssAt50k),
-      rssAtEndMiB: mib(rssAtEnd),
+      rssAtEndMiB: mib(rssAtLast),
       rssGrowthMiB: growth,
-      withinTenMiB: rssAt50k > 0 && Math.abs(growth) <= 10,
+      withinTenMiB: rssAt50k > 0 && rssAtLast > 0 && Math.abs(growth) <= 10,
+      rssIdleAfterGcMiB: mib(rssIdle),
+      rssSeriesMiB: series,
       gcBeforeEnd,
       liveObjects: live,
       liveObjectsZero: Object.values(live).every((v) => v === 0),
@@ -778,7 +797,7 @@ async function main(): Promise<void> {
       log(
         `soak: ${soak.requests} requests; RSS ${soak.rssAt50kMiB} MiB at ${SOAK_FIRST_SAMPLE}, ${soak.rssAtEndMiB} MiB at the end ` +
           `(${soak.rssGrowthMiB >= 0 ? '+' : ''}${soak.rssGrowthMiB} MiB, ${soak.withinTenMiB ? 'within' : 'NOT within'} 10 MiB` +
-          `${soak.gcBeforeEnd ? ', after a full GC' : ', no --expose-gc'}); live objects ${JSON.stringify(soak.liveObjects)}` +
+          `${soak.gcBeforeEnd ? `, each after gc(); ${soak.rssIdleAfterGcMiB} MiB idle after the run` : ', no --expose-gc: no GC before the samples'}); live objects ${JSON.stringify(soak.liveObjects)}` +
           ` (${soak.liveObjectsZero ? 'all 0' : 'NOT all 0'}); event-loop p99 ${soak.eventLoopP99Ms.toFixed(2)} ms`,
       );
     }
