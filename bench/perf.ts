@@ -193,12 +193,12 @@ export interface Soak {
   requests: number;
   rssAtStartMiB: number;
   rssAt50kMiB: number;
-  /** When the last request completed, sampled as rssAt50kMiB (gc(), then RSS, the other lanes still in flight). */
+  /** After the last request, sampled as rssAt50kMiB (nothing in flight, full GCs, finalizers run). */
   rssAtEndMiB: number;
   /** rssAtEndMiB − rssAt50kMiB. */
   rssGrowthMiB: number;
   withinTenMiB: boolean;
-  /** After the run, nothing in flight, after full GCs with finalizers run. */
+  /** After the run and the server's last completions, full GCs again. */
   rssIdleAfterGcMiB: number;
   /** [completed requests, RSS MiB] every 50,000 requests. */
   rssSeriesMiB: Array<[number, number]>;
@@ -256,38 +256,63 @@ interface LoopResult {
   seconds: number;
 }
 
+/** A pause of the whole loop: every `every` completions (and after the last), once nothing is in flight. */
+interface Checkpoint {
+  every: number;
+  run: (completed: number) => Promise<void>;
+}
+
 /**
  * At most `concurrency` requests in flight, a completion issues the next,
- * until `plan` is done; each request's latency goes into `h` (ns).
+ * until `plan` is done; each request's latency goes into `h` (ns). Time
+ * spent in checkpoints is not counted in `seconds`.
  */
 async function closedLoop(
   one: () => Promise<number>,
   concurrency: number,
   plan: { requests: number; duration: number },
   h: RecordableHistogram | null,
-  onComplete?: (completed: number) => void,
+  checkpoint?: Checkpoint,
 ): Promise<LoopResult> {
   let issued = 0;
   let completed = 0;
   let responses = 0;
+  let inFlight = 0;
+  let pausedMs = 0;
+  let gate: Promise<void> | null = null;
+  let drained: (() => void) | null = null;
   const start = performance.now();
   const deadline = plan.duration > 0 ? start + plan.duration * 1000 : 0;
   const more = (): boolean => (deadline > 0 ? performance.now() < deadline : issued < plan.requests);
+  const pause = async (at: number): Promise<void> => {
+    const t0 = performance.now();
+    if (inFlight > 0) await new Promise<void>((done) => (drained = done));
+    drained = null;
+    await checkpoint!.run(at);
+    pausedMs += performance.now() - t0;
+  };
   const worker = async (): Promise<void> => {
-    while (more()) {
+    for (;;) {
+      while (gate) await gate;
+      if (!more()) return;
       issued++;
+      inFlight++;
       const t0 = performance.now();
       const n = await one();
       responses += n;
       h?.record(Math.max(1, Math.round((performance.now() - t0) * 1e6)));
+      inFlight--;
       completed++;
       progress.done = completed;
-      onComplete?.(completed);
+      if (checkpoint && !gate && (completed % checkpoint.every === 0 || (deadline === 0 && completed === plan.requests))) {
+        gate = pause(completed).finally(() => (gate = null));
+      }
+      if (inFlight === 0) drained?.();
     }
   };
   const lanes = deadline > 0 ? concurrency : Math.min(concurrency, plan.requests);
   await Promise.all(Array.from({ length: lanes }, worker));
-  return { requests: completed, responses, seconds: (performance.now() - start) / 1000 };
+  return { requests: completed, responses, seconds: (performance.now() - start - pausedMs) / 1000 };
 }
 
 const mib = (bytes: number): number => Math.round((bytes / 2 ** 20) * 100) / 100;
@@ -318,23 +343,24 @@ async function runBindingPoint(
   let rssAt50k = 0;
   let rssAtLast = 0;
   const series: Array<[number, number]> = [];
-  const gc = (globalThis as { gc?: () => void }).gc;
-  const onComplete = soak
-    ? (completed: number): void => {
-        // Both samples after a full GC (when exposed), so garbage not yet
-        // collected does not count as growth.
-        if (completed % SOAK_FIRST_SAMPLE !== 0 && completed !== plan.requests) return;
-        gc?.();
-        const rss = process.memoryUsage.rss();
-        series.push([completed, mib(rss)]);
-        if (completed === SOAK_FIRST_SAMPLE) rssAt50k = rss;
-        if (completed === plan.requests) rssAtLast = rss;
+  // Each sample with nothing in flight and after full GCs whose finalizers
+  // ran, so uncollected garbage and external buffers do not count as growth.
+  const checkpoint: Checkpoint | undefined = soak
+    ? {
+        every: SOAK_FIRST_SAMPLE,
+        run: async (completed) => {
+          await collectGarbage();
+          const rss = process.memoryUsage.rss();
+          series.push([completed, mib(rss)]);
+          if (completed === SOAK_FIRST_SAMPLE) rssAt50k = rss;
+          rssAtLast = rss;
+        },
       }
     : undefined;
   delay.enable();
   const elu0 = performance.eventLoopUtilization();
   const cpu0 = process.cpuUsage();
-  const loop = await closedLoop(one, concurrency, plan, h, onComplete);
+  const loop = await closedLoop(one, concurrency, plan, h, checkpoint);
   const cpu = process.cpuUsage(cpu0);
   const elu = performance.eventLoopUtilization(elu0);
   delay.disable();
@@ -797,7 +823,7 @@ async function main(): Promise<void> {
       log(
         `soak: ${soak.requests} requests; RSS ${soak.rssAt50kMiB} MiB at ${SOAK_FIRST_SAMPLE}, ${soak.rssAtEndMiB} MiB at the end ` +
           `(${soak.rssGrowthMiB >= 0 ? '+' : ''}${soak.rssGrowthMiB} MiB, ${soak.withinTenMiB ? 'within' : 'NOT within'} 10 MiB` +
-          `${soak.gcBeforeEnd ? `, each after gc(); ${soak.rssIdleAfterGcMiB} MiB idle after the run` : ', no --expose-gc: no GC before the samples'}); live objects ${JSON.stringify(soak.liveObjects)}` +
+          `${soak.gcBeforeEnd ? `, each with nothing in flight after full GCs` : ', no --expose-gc: no GC before the samples'}); live objects ${JSON.stringify(soak.liveObjects)}` +
           ` (${soak.liveObjectsZero ? 'all 0' : 'NOT all 0'}); event-loop p99 ${soak.eventLoopP99Ms.toFixed(2)} ms`,
       );
     }
