@@ -489,6 +489,7 @@ async function runThreadsPoint(
   const workers: Worker[] = [];
   const ready: Array<Promise<void>> = [];
   const reports: Array<Promise<WorkerReport>> = [];
+  const exits: Array<Promise<unknown>> = [];
   for (let i = 0; i < threads; i++) {
     // Total in flight stays `concurrency`, split as evenly as it goes.
     const lanes = Math.floor(concurrency / threads) + (i < concurrency % threads ? 1 : 0);
@@ -501,6 +502,8 @@ async function runThreadsPoint(
     };
     const worker = new Worker(WORKER_BOOTSTRAP, { eval: true, workerData: input });
     workers.push(worker);
+    // Listened for now: a worker may exit before its report is handled.
+    exits.push(new Promise((exited) => worker.once('exit', exited)));
     let messages = 0;
     ready.push(new Promise((done, fail) => {
       worker.on('message', () => {
@@ -526,7 +529,7 @@ async function runThreadsPoint(
   const seconds = (performance.now() - start) / 1000;
   const cpu = process.cpuUsage(cpu0);
   delay.disable();
-  await Promise.all(workers.map((worker) => new Promise((exited) => worker.once('exit', exited))));
+  await Promise.all(exits);
 
   const h = createHistogram();
   for (const r of done) for (const ns of r.latenciesNs) h.record(Math.max(1, Math.round(ns)));
