@@ -4,8 +4,8 @@
  * same libtritonserver.so and the same model repository, measured in the
  * same run. Reports ratios, never pass/fail (see bench/README.md).
  *
- *   npm run bench                 # full run
- *   npm run bench -- --quick      # short run (a tenth of the requests)
+ *   npm run bench:ratios                 # full run
+ *   npm run bench:ratios -- --quick      # short run (a tenth of the requests)
  *
  * Options:
  *   --quick              a tenth of the requests per scenario

@@ -1,14 +1,17 @@
-// bench_native_loop: the baseline bench/infer.ts measures model.infer and
-// model.stream against. It uses Triton's C API the way any C++ program
-// would at the least, with nothing of the addon in between:
+// bench_native_loop: the baseline the benchmarks (bench/perf.ts,
+// bench/infer.ts) measure model.infer and model.stream against. It uses
+// Triton's C API the way any C++ program would at the least, with nothing
+// of the addon in between:
 //
 //   - dlopen the library named on the command line and resolve the
 //     functions of native/triton_api.h (its X-macro list) with dlsym;
 //   - start a server on a model repository (EXPLICIT model control, info
 //     log off) and load one model;
-//   - run N inferences with at most C in flight: the main thread waits for
-//     a free slot (mutex + condition variable), then issues the next
-//     request; every FINAL response frees one slot;
+//   - run N inferences (or as many as fit in --duration seconds) with at
+//     most C in flight: the main thread waits for a free slot (mutex +
+//     condition variable), then issues the next request; every FINAL
+//     response frees one slot and records the request's latency (issue to
+//     FINAL, steady clock);
 //   - the response allocator mallocs and its release function frees; the
 //     response callback checks the response's error and deletes it; the
 //     request release callback deletes the request.
@@ -16,15 +19,20 @@
 // A warm-up of W requests (same concurrency) runs before the timed part.
 // Prints one JSON line on stdout, e.g.
 //   {"model":"identity_fp32","requests":20000,"elements":16,"concurrency":1,
-//    "responses":20000,"seconds":0.21,"perSecond":95238.1}
+//    "responses":20000,"seconds":0.21,"perSecond":95238.1,
+//    "latencyUs":{"p50":9.1,"p90":11.0,"p99":20.3,"max":150.2,"mean":9.8}}
 //
 // Usage:
-//   bench_native_loop LIBRARY MODEL_REPOSITORY [--model identity_fp32|repeat_int32]
-//       [--requests N] [--elements E] [--concurrency C] [--warmup W]
+//   bench_native_loop LIBRARY MODEL_REPOSITORY [--model NAME]
+//       [--input NAME] [--datatype FP32|INT32|BYTES] [--shape D0,D1,...]
+//       [--elements E] [--string-length L] [--requests N] [--duration S]
+//       [--concurrency C] [--warmup W] [--backend-directory DIR]
 //
-// identity_fp32 gets one INPUT0 FP32 tensor of shape [1, E] and answers
-// with one response; repeat_int32 (decoupled) gets IN INT32 of shape [E]
-// and answers with E responses, then a FINAL flag without a response.
+// Defaults follow the model: identity_fp32 gets INPUT0 FP32 [1, E] and
+// answers with one response; identity_bytes gets INPUT0 BYTES [1, E] of
+// short strings ("item-<i>", or L bytes with --string-length); repeat_int32
+// (decoupled) gets IN INT32 [E] and answers with E responses, then a FINAL
+// flag without a response. --shape replaces the [1, E] / [E] default.
 #include <dlfcn.h>
 
 #include <atomic>
@@ -35,6 +43,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -95,6 +104,8 @@ struct Slots {
   std::atomic<uint64_t> responses{0};
   std::atomic<uint64_t> errors{0};
   std::string first_error;  // guarded by mutex
+  bool recording = false;           // guarded by mutex: timed phase
+  std::vector<double> latencies_us;  // guarded by mutex
 };
 Slots slots;
 
@@ -119,8 +130,15 @@ TRITONSERVER_Error* ReleaseBuffer(TRITONSERVER_ResponseAllocator*, void* buffer,
   return nullptr;
 }
 
+using Clock = std::chrono::steady_clock;
+
+// One per request in flight: when it was issued.
+struct RequestTiming {
+  Clock::time_point issued;
+};
+
 void OnResponse(TRITONSERVER_InferenceResponse* response, const uint32_t flags,
-                void*) {
+                void* userp) {
   if (response != nullptr) {
     if (TRITONSERVER_Error* err = api.InferenceResponseError(response)) {
       if (slots.errors.fetch_add(1) == 0) {
@@ -133,8 +151,14 @@ void OnResponse(TRITONSERVER_InferenceResponse* response, const uint32_t flags,
     slots.responses.fetch_add(1, std::memory_order_relaxed);
   }
   if ((flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) == 0) return;
+  auto* timing = static_cast<RequestTiming*>(userp);
+  const double latency_us =
+      std::chrono::duration<double, std::micro>(Clock::now() - timing->issued)
+          .count();
+  delete timing;
   {
     std::lock_guard<std::mutex> lock(slots.mutex);
+    if (slots.recording) slots.latencies_us.push_back(latency_us);
     slots.in_flight--;
     slots.completed++;
   }
@@ -179,31 +203,68 @@ void Issue(const Workload& w) {
         "TRITONSERVER_InferenceRequestAppendInputData");
   Check(api.InferenceRequestSetReleaseCallback(request, OnRelease, nullptr),
         "TRITONSERVER_InferenceRequestSetReleaseCallback");
+  auto* timing = new RequestTiming{Clock::now()};
   Check(api.InferenceRequestSetResponseCallback(request, w.allocator, nullptr,
-                                                OnResponse, nullptr),
+                                                OnResponse, timing),
         "TRITONSERVER_InferenceRequestSetResponseCallback");
   Check(api.ServerInferAsync(w.server, request, nullptr),
         "TRITONSERVER_ServerInferAsync");
 }
 
-// Runs 'count' requests with at most w.concurrency in flight and returns
-// once every FINAL flag has arrived.
-void Run(const Workload& w, uint64_t count) {
+// Runs 'count' requests (or, with seconds > 0, as many as are issued
+// before that much time has passed) with at most w.concurrency in flight;
+// returns the number issued once every FINAL flag has arrived.
+uint64_t Run(const Workload& w, uint64_t count, double seconds) {
   uint64_t target = 0;
   {
     std::lock_guard<std::mutex> lock(slots.mutex);
-    target = slots.completed + count;
+    target = slots.completed;
   }
-  for (uint64_t i = 0; i < count; ++i) {
+  const auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(seconds));
+  uint64_t issued = 0;
+  while (seconds > 0 ? Clock::now() < deadline : issued < count) {
     {
       std::unique_lock<std::mutex> lock(slots.mutex);
       slots.changed.wait(lock, [&] { return slots.in_flight < w.concurrency; });
       slots.in_flight++;
     }
     Issue(w);
+    issued++;
   }
+  target += issued;
   std::unique_lock<std::mutex> lock(slots.mutex);
   slots.changed.wait(lock, [&] { return slots.completed >= target; });
+  return issued;
+}
+
+// Nearest-rank percentile of sorted values.
+double Percentile(const std::vector<double>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  size_t rank = static_cast<size_t>(p / 100.0 * sorted.size() + 0.999999);
+  if (rank < 1) rank = 1;
+  if (rank > sorted.size()) rank = sorted.size();
+  return sorted[rank - 1];
+}
+
+std::vector<int64_t> ParseShape(const char* text) {
+  std::vector<int64_t> shape;
+  std::string s = text;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t comma = s.find(',', start);
+    if (comma == std::string::npos) comma = s.size();
+    std::string part = s.substr(start, comma - start);
+    char* end = nullptr;
+    long long value = std::strtoll(part.c_str(), &end, 10);
+    if (part.empty() || *end != '\0' || value < 1)
+      Die(std::string("--shape needs positive integers separated by commas, got '") +
+          text + "'");
+    shape.push_back(value);
+    start = comma + 1;
+  }
+  return shape;
 }
 
 void WaitForReleases() {
@@ -221,9 +282,10 @@ uint64_t ParseCount(const char* flag, const char* text, uint64_t min) {
 }
 
 [[noreturn]] void Usage() {
-  Die("usage: bench_native_loop LIBRARY MODEL_REPOSITORY "
-      "[--model identity_fp32|repeat_int32] [--requests N] [--elements E] "
-      "[--concurrency C] [--warmup W]");
+  Die("usage: bench_native_loop LIBRARY MODEL_REPOSITORY [--model NAME] "
+      "[--input NAME] [--datatype FP32|INT32|BYTES] [--shape D0,D1,...] "
+      "[--elements E] [--string-length L] [--requests N] [--duration S] "
+      "[--concurrency C] [--warmup W] [--backend-directory DIR]");
 }
 
 }  // namespace
@@ -233,8 +295,14 @@ int main(int argc, char** argv) {
   const char* library = argv[1];
   const char* repository = argv[2];
   std::string model = "identity_fp32";
+  std::string backend_directory;
+  std::string input;
+  std::string datatype;
+  std::vector<int64_t> shape;
   uint64_t requests = 20000;
   uint64_t elements = 16;
+  uint64_t string_length = 0;
+  double duration = 0;
   uint64_t concurrency = 1;
   uint64_t warmup = 1000;
   for (int i = 3; i < argc; i += 2) {
@@ -242,40 +310,79 @@ int main(int argc, char** argv) {
     std::string flag = argv[i];
     const char* value = argv[i + 1];
     if (flag == "--model") model = value;
+    else if (flag == "--input") input = value;
+    else if (flag == "--backend-directory") backend_directory = value;
+    else if (flag == "--datatype") datatype = value;
+    else if (flag == "--shape") shape = ParseShape(value);
     else if (flag == "--requests") requests = ParseCount(argv[i], value, 1);
     else if (flag == "--elements") elements = ParseCount(argv[i], value, 1);
-    else if (flag == "--concurrency")
+    else if (flag == "--string-length")
+      string_length = ParseCount(argv[i], value, 1);
+    else if (flag == "--duration") {
+      char* end = nullptr;
+      duration = std::strtod(value, &end);
+      if (end == value || *end != '\0' || !(duration > 0))
+        Die(std::string("--duration needs seconds > 0, got '") + value + "'");
+    } else if (flag == "--concurrency")
       concurrency = ParseCount(argv[i], value, 1);
     else if (flag == "--warmup") warmup = ParseCount(argv[i], value, 0);
     else Usage();
   }
   if (concurrency > UINT32_MAX) Die("--concurrency is too large");
 
+  // Defaults by model; explicit flags win.
+  const bool decoupled_repeat = model == "repeat_int32";
+  if (input.empty()) input = decoupled_repeat ? "IN" : "INPUT0";
+  if (datatype.empty()) {
+    if (decoupled_repeat) datatype = "INT32";
+    else if (model == "identity_bytes" || model == "bytes_echo") datatype = "BYTES";
+    else datatype = "FP32";
+  }
+  if (shape.empty()) {
+    if (decoupled_repeat) shape = {static_cast<int64_t>(elements)};
+    else shape = {1, static_cast<int64_t>(elements)};
+  }
+  uint64_t count = 1;
+  for (int64_t d : shape) count *= static_cast<uint64_t>(d);
+
   LoadApi(library);
 
   Workload w;
   w.model = model;
   w.concurrency = static_cast<uint32_t>(concurrency);
+  w.input_name = input.c_str();
+  w.shape = shape;
   std::vector<float> fp32;
   std::vector<int32_t> int32;
-  if (model == "identity_fp32") {
-    fp32.resize(elements);
-    for (uint64_t i = 0; i < elements; ++i) fp32[i] = static_cast<float>(i);
-    w.input_name = "INPUT0";
+  std::vector<char> bytes;
+  if (datatype == "FP32") {
+    fp32.resize(count);
+    for (uint64_t i = 0; i < count; ++i) fp32[i] = static_cast<float>(i);
     w.datatype = TRITONSERVER_TYPE_FP32;
-    w.shape = {1, static_cast<int64_t>(elements)};
     w.data = fp32.data();
     w.byte_size = fp32.size() * sizeof(float);
-  } else if (model == "repeat_int32") {
-    int32.resize(elements);
-    for (uint64_t i = 0; i < elements; ++i) int32[i] = static_cast<int32_t>(i);
-    w.input_name = "IN";
+  } else if (datatype == "INT32") {
+    int32.resize(count);
+    for (uint64_t i = 0; i < count; ++i) int32[i] = static_cast<int32_t>(i);
     w.datatype = TRITONSERVER_TYPE_INT32;
-    w.shape = {static_cast<int64_t>(elements)};
     w.data = int32.data();
     w.byte_size = int32.size() * sizeof(int32_t);
+  } else if (datatype == "BYTES") {
+    // Triton's BYTES wire form: per element a 4-byte little-endian length,
+    // then the bytes. The same strings bench/perf.ts sends.
+    for (uint64_t i = 0; i < count; ++i) {
+      std::string element = string_length > 0 ? std::string(string_length, 'x')
+                                              : "item-" + std::to_string(i);
+      const uint32_t length = static_cast<uint32_t>(element.size());
+      for (int b = 0; b < 4; ++b)
+        bytes.push_back(static_cast<char>((length >> (8 * b)) & 0xff));
+      bytes.insert(bytes.end(), element.begin(), element.end());
+    }
+    w.datatype = TRITONSERVER_TYPE_BYTES;
+    w.data = bytes.data();
+    w.byte_size = bytes.size();
   } else {
-    Die("unknown --model '" + model + "' (identity_fp32 or repeat_int32)");
+    Die("unknown --datatype '" + datatype + "' (FP32, INT32 or BYTES)");
   }
 
   TRITONSERVER_ServerOptions* options = nullptr;
@@ -285,6 +392,10 @@ int main(int argc, char** argv) {
   Check(api.ServerOptionsSetModelControlMode(options,
                                              TRITONSERVER_MODEL_CONTROL_EXPLICIT),
         "TRITONSERVER_ServerOptionsSetModelControlMode");
+  if (!backend_directory.empty())
+    Check(api.ServerOptionsSetBackendDirectory(options,
+                                               backend_directory.c_str()),
+          "TRITONSERVER_ServerOptionsSetBackendDirectory");
   Check(api.ServerOptionsSetLogInfo(options, false),
         "TRITONSERVER_ServerOptionsSetLogInfo");
   Check(api.ServerNew(&w.server, options), "TRITONSERVER_ServerNew");
@@ -295,14 +406,28 @@ int main(int argc, char** argv) {
                                  nullptr),
         "TRITONSERVER_ResponseAllocatorNew");
 
-  Run(w, warmup);
+  Run(w, warmup, 0);
   WaitForReleases();
   const uint64_t responses_before = slots.responses.load();
+  {
+    std::lock_guard<std::mutex> lock(slots.mutex);
+    slots.latencies_us.reserve(duration > 0 ? 1 << 20 : requests);
+    slots.recording = true;
+  }
 
-  const auto start = std::chrono::steady_clock::now();
-  Run(w, requests);
-  const auto end = std::chrono::steady_clock::now();
+  const auto start = Clock::now();
+  requests = Run(w, requests, duration);
+  const auto end = Clock::now();
   WaitForReleases();
+  std::vector<double> latencies;
+  {
+    std::lock_guard<std::mutex> lock(slots.mutex);
+    slots.recording = false;
+    latencies.swap(slots.latencies_us);
+  }
+  std::sort(latencies.begin(), latencies.end());
+  double latency_sum = 0;
+  for (double l : latencies) latency_sum += l;
 
   const uint64_t responses = slots.responses.load() - responses_before;
   if (slots.errors.load() != 0) {
@@ -320,11 +445,15 @@ int main(int argc, char** argv) {
   std::printf(
       "{\"model\":\"%s\",\"requests\":%llu,\"elements\":%llu,"
       "\"concurrency\":%llu,\"responses\":%llu,\"seconds\":%.6f,"
-      "\"perSecond\":%.1f}\n",
+      "\"perSecond\":%.1f,\"latencyUs\":{\"p50\":%.2f,\"p90\":%.2f,"
+      "\"p99\":%.2f,\"max\":%.2f,\"mean\":%.2f}}\n",
       model.c_str(), static_cast<unsigned long long>(requests),
-      static_cast<unsigned long long>(elements),
+      static_cast<unsigned long long>(count),
       static_cast<unsigned long long>(concurrency),
       static_cast<unsigned long long>(responses), seconds,
-      static_cast<double>(requests) / seconds);
+      static_cast<double>(requests) / seconds, Percentile(latencies, 50),
+      Percentile(latencies, 90), Percentile(latencies, 99),
+      latencies.empty() ? 0.0 : latencies.back(),
+      latencies.empty() ? 0.0 : latency_sum / latencies.size());
   return 0;
 }
