@@ -11,6 +11,7 @@ import {
   checkObject,
   checkOptionalBoolean,
   checkOptions,
+  checkPositiveNumber,
   invalidParameterError,
   isCString,
 } from './check.js';
@@ -113,6 +114,12 @@ export interface UnloadModelOptions {
   unloadDependents?: boolean;
   /** Resolve only once the model has finished unloading. Default true. */
   wait?: boolean;
+  /**
+   * How long to wait for the unload, in ms; then reject with UNAVAILABLE
+   * (the unload goes on in Triton). Default: the exit timeout. A Python
+   * model whose stub died never finishes unloading (Triton r25.07).
+   */
+  timeoutMs?: number;
 }
 
 const UNLOAD_POLL_MS = 5;
@@ -123,7 +130,7 @@ const RETRY_COUNT_MINOR = 28;
 /** The C API minor that brought `ServerSetExitTimeout`. */
 const SET_EXIT_TIMEOUT_MINOR = 30;
 const LOAD_FIELDS: ReadonlySet<string> = new Set(['config', 'files']);
-const UNLOAD_FIELDS: ReadonlySet<string> = new Set(['unloadDependents', 'wait']);
+const UNLOAD_FIELDS: ReadonlySet<string> = new Set(['unloadDependents', 'wait', 'timeoutMs']);
 const STOP_FIELDS: ReadonlySet<string> = new Set(['timeoutMs']);
 const INDEX_FIELDS: ReadonlySet<string> = new Set(['readyOnly']);
 
@@ -421,6 +428,7 @@ export class Server implements AsyncDisposable {
     checkOptions('unloadModel options', options, UNLOAD_FIELDS);
     checkOptionalBoolean('unloadModel options.unloadDependents', options.unloadDependents);
     checkOptionalBoolean('unloadModel options.wait', options.wait);
+    if (options.timeoutMs !== undefined) checkPositiveNumber('unloadModel options.timeoutMs', options.timeoutMs);
     // Triton treats unloading an unknown name as a no-op; say so instead.
     // (Models loaded from memory are not in the index, but are ready.)
     if (!(await this.#busy(name)) && !(await this.modelIndex()).some((entry) => entry.name === name)) {
@@ -430,7 +438,18 @@ export class Server implements AsyncDisposable {
     await this.#call((s) => s.unloadModel(name, options.unloadDependents ?? false));
     if (options.wait === false) return;
     // Wait until no version is ready or still unloading.
-    while (await this.#busy(name)) await new Promise((resolve) => setTimeout(resolve, UNLOAD_POLL_MS));
+    const timeoutMs = options.timeoutMs ?? this.#exitTimeoutSeconds * 1000;
+    const deadline = Date.now() + timeoutMs;
+    while (await this.#busy(name)) {
+      if (Date.now() >= deadline) {
+        throw new TritonError(
+          'UNAVAILABLE',
+          `model '${name}' is still unloading after ${timeoutMs} ms (its backend has not let go; a Python model whose stub died never does). ` +
+            `The unload goes on in Triton; loadModel('${name}') loads a new instance meanwhile.`,
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, UNLOAD_POLL_MS));
+    }
   }
 
   async #busy(name: string): Promise<boolean> {

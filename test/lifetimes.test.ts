@@ -175,14 +175,16 @@ describe('a Python stub that dies', () => {
       expect(error.message).toMatch(/Stub process 'slow_0' is not healthy\./);
       const later = await rejection(slow.infer({ inputs: { INPUT0: new Float32Array(1), DELAY_MS: new Uint32Array([0]) } }));
       expect(later.message).toMatch(/Stub process 'slow_0' is not healthy\./);
-      // Unload and load again: a new stub, the model serves.
-      await server.unloadModel('slow');
+      // Unload (without waiting: on real Triton an instance whose stub
+      // died never finishes unloading) and load again: a new stub serves.
+      await server.unloadModel('slow', { wait: false });
       await server.loadModel('slow');
       const response = await slow.infer({ inputs: { INPUT0: new Float32Array([5]), DELAY_MS: new Uint32Array([0]) } });
       expect(Array.from(response.outputs.OUTPUT0!.data as Float32Array)).toEqual([5]);
     } finally {
-      const report = await server.stop({ timeoutMs: 5000 });
-      expect(report.complete).toBe(true);
+      // Bounded, whatever the dead instance does; nothing of ours is left inside.
+      const report = await server.stop({ timeoutMs: 2000 });
+      expect(report.requestsInside).toBe(0);
     }
   }, 60_000);
 });
