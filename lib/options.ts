@@ -11,6 +11,7 @@
  */
 import { z } from 'zod';
 
+import { closest } from './check.js';
 import { TritonError } from './errors.js';
 
 // ---------------------------------------------------------------------------
@@ -610,33 +611,6 @@ function knownKeys(path: readonly PropertyKey[]): string[] | undefined {
   if (path.length === 2 && path[0] === 'rateLimiterResources') return Object.keys(rateLimiterResource.shape);
   if (path.length === 2 && path[0] === 'modelLoadDeviceLimits') return Object.keys(modelLoadDeviceLimit.shape);
   return undefined;
-}
-
-/** The known key nearest to `key` (case-insensitive edit distance ≤ 1/3 of its length). */
-function closest(key: string, known: readonly string[]): string | undefined {
-  let best: string | undefined;
-  let bestDistance = Math.max(1, Math.floor(key.length / 3)) + 1;
-  for (const candidate of known) {
-    const d = editDistance(key.toLowerCase(), candidate.toLowerCase());
-    if (d < bestDistance) {
-      best = candidate;
-      bestDistance = d;
-    }
-  }
-  return best;
-}
-
-function editDistance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const current = [i];
-    for (let j = 1; j <= b.length; j++) {
-      const substitution = (previous[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1);
-      current[j] = Math.min((previous[j] ?? 0) + 1, (current[j - 1] ?? 0) + 1, substitution);
-    }
-    previous = current;
-  }
-  return previous[b.length] ?? 0;
 }
 
 const IDENTIFIER = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
