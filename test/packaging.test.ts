@@ -63,7 +63,12 @@ beforeAll(async () => {
   mkdirSync(pack);
   const result = await run('npm', ['pack', '--json', '--pack-destination', pack], source, { ...process.env, JOBS: '2' });
   expect(result.code, result.stderr).toBe(0);
-  const [info] = JSON.parse(result.stdout.slice(result.stdout.indexOf('['))) as Array<{ filename: string; files: Array<{ path: string }> }>;
+  // npm prints the JSON last, after whatever the prepack scripts printed
+  // (which may hold '[' too, e.g. under CI=true): its first line is "[".
+  const lines = result.stdout.split('\n');
+  const jsonStart = lines.lastIndexOf('[');
+  expect(jsonStart, result.stdout).toBeGreaterThanOrEqual(0);
+  const [info] = JSON.parse(lines.slice(jsonStart).join('\n')) as Array<{ filename: string; files: Array<{ path: string }> }>;
   packed = info!.files;
 
   bareBin = join(root, 'bin');
