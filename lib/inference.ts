@@ -247,14 +247,49 @@ export class Inference {
   }
 
   /** `version` applies unless the request names its own `modelVersion`. */
-  async infer(model: string, defaultVersion: number, request: InferenceRequest): Promise<InferenceResponse> {
-    checkRequest(request);
-    pinInputs(request.inputs, request.outputs);
+  infer(model: string, defaultVersion: number, request: InferenceRequest): Promise<InferenceResponse> {
+    let version: number;
+    let key: string;
+    let info: ModelInfo | undefined;
+    try {
+      checkRequest(request);
+      pinInputs(request.inputs, request.outputs);
+      version = request.modelVersion ?? defaultVersion;
+      key = `${model}\u0000${version}`;
+      info = this.#info.get(key);
+      // The common case without an await (one promise, no extra tick).
+      if (info !== undefined && !request.trace && this.observer === undefined) {
+        return this.#run(model, version, info, request, undefined, undefined);
+      }
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.#inferAfterLookups(model, version, key, info, request);
+  }
+
+  /** infer() when the model's metadata must be fetched, or the request is traced or observed. */
+  async #inferAfterLookups(
+    model: string,
+    version: number,
+    key: string,
+    known: ModelInfo | undefined,
+    request: InferenceRequest,
+  ): Promise<InferenceResponse> {
     const calledNs = this.observer !== undefined || request.trace ? process.hrtime.bigint() : undefined;
-    const version = request.modelVersion ?? defaultVersion;
-    const key = `${model}\u0000${version}`;
-    const info = this.#info.get(key) ?? (await this.#modelInfo(key, model, version));
+    const info = known ?? (await this.#modelInfo(key, model, version));
     const tracing = request.trace ? await prepareTracing(request.trace) : undefined;
+    return this.#run(model, version, info, request, tracing, calledNs);
+  }
+
+  /** Starts the request and settles with its single response. */
+  #run(
+    model: string,
+    version: number,
+    info: ModelInfo,
+    request: InferenceRequest,
+    tracing: Tracing | undefined,
+    calledNs: bigint | undefined,
+  ): Promise<InferenceResponse> {
     const signal = request.signal;
     return new Promise<InferenceResponse>((resolve, reject) => {
       let token: number;

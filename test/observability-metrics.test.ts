@@ -424,6 +424,13 @@ describe('metricsHandler', () => {
     const server = await started();
     const model = await server.loadModel('identity_fp32');
     await model.infer(identity(1));
+    // Triton counts a request when it releases it, which can be just after
+    // its response arrived: wait for the count before scraping.
+    const counted = async (): Promise<number> =>
+      (await server.metricsSamples())
+        .filter((sample) => sample.name === 'nv_inference_request_success' && sample.labels.model === 'identity_fp32')
+        .reduce((sum, sample) => sum + sample.value, 0);
+    for (let i = 0; i < 200 && (await counted()) < 1; i++) await new Promise((resolve) => setTimeout(resolve, 10));
     return server;
   }
 
