@@ -647,9 +647,11 @@ function pinInputs(inputs: Record<string, unknown>, outputs: InferenceRequest['o
 }
 
 /**
- * The view's memory, safe to hand to Triton until the request is released.
- * `label` names it in errors ("input 'X'"); an output's memory is never
- * copied (Triton must write into the caller's own).
+ * The view's memory, safe to hand to Triton until the request is released
+ * (pinInputs marked the caller's buffers already; the package's own, made
+ * from arrays, are never seen by the caller). `label` names it in errors
+ * ("input 'X'"); an output's memory is never copied (Triton must write into
+ * the caller's own).
  */
 function pinned(label: string, view: ArrayBufferView, copyIfUnpinnable = true): ArrayBufferView {
   const buffer = view.buffer;
@@ -658,11 +660,7 @@ function pinned(label: string, view: ArrayBufferView, copyIfUnpinnable = true): 
   if (view.byteLength === 0 && isDetached(buffer)) {
     throw invalid(`${label}: its ArrayBuffer is detached (transferred or closed)`);
   }
-  if (MARKING_PINS) {
-    markAsUntransferable(buffer);
-    return view;
-  }
-  if (!copyIfUnpinnable) return view;
+  if (MARKING_PINS || !copyIfUnpinnable) return view;
   return new Uint8Array(buffer.slice(view.byteOffset, view.byteOffset + view.byteLength));
 }
 

@@ -291,6 +291,11 @@ type ArrayConstructorOf = new (length: number) => ArrayBufferView & { readonly l
 type ViewConstructorOf = new (buffer: ArrayBufferLike, byteOffset: number, length: number) => ArrayBufferView;
 
 /** The TypedArray that holds each type's bits (FP16: Uint16Array). */
+/** A view of `length` elements of a numeric type's storage array over existing memory. */
+export function storageView(datatype: Exclude<DataType, 'BYTES'>, buffer: ArrayBufferLike, byteOffset: number, length: number): ArrayBufferView {
+  return new STORAGE[datatype](buffer, byteOffset, length);
+}
+
 const STORAGE: { readonly [K in NumericDataType]: ArrayConstructorOf & ViewConstructorOf } = {
   BOOL: Uint8Array,
   UINT8: Uint8Array,

@@ -7,6 +7,7 @@
  * handed to the socket as they are.
  */
 import { Buffer } from 'node:buffer';
+import { isObject } from '../check.js';
 import { TritonError } from '../errors.js';
 import type { InferenceRequest, InferenceResponse } from '../inference.js';
 import {
@@ -14,6 +15,7 @@ import {
   DATA_TYPES,
   decodeBytes,
   encodeBytes,
+  storageView,
   type DataType,
   type Tensor,
   type TensorInit,
@@ -42,25 +44,7 @@ function invalid(message: string): TritonError {
   return new TritonError('INVALID_ARG', message);
 }
 
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
-const VIEW: { readonly [K in Exclude<DataType, 'BYTES'>]: new (buffer: ArrayBufferLike, offset: number, length: number) => ArrayBufferView } = {
-  BOOL: Uint8Array,
-  UINT8: Uint8Array,
-  UINT16: Uint16Array,
-  UINT32: Uint32Array,
-  UINT64: BigUint64Array,
-  INT8: Int8Array,
-  INT16: Int16Array,
-  INT32: Int32Array,
-  INT64: BigInt64Array,
-  FP16: Uint16Array,
-  FP32: Float32Array,
-  FP64: Float64Array,
-  BF16: Uint16Array,
-};
 
 /** Checks a datatype name from the wire. */
 export function checkDatatype(value: unknown, what: string): DataType {
@@ -110,7 +94,7 @@ export function tensorFromBytes(
   }
   let source = bytes;
   if (source.byteOffset % size !== 0) source = new Uint8Array(bytes); // one copy, only when misaligned
-  return { datatype, shape, data: new VIEW[datatype](source.buffer, source.byteOffset, count) as TensorInit['data'] };
+  return { datatype, shape, data: storageView(datatype, source.buffer, source.byteOffset, count) as TensorInit['data'] };
 }
 
 /** Flattens (row-major) nested JSON arrays. */
