@@ -217,6 +217,18 @@ export class Inference {
     this.#native = nativeServer;
   }
 
+  #flushQueued = false;
+  /**
+   * The addon queues requests and submits them once per tick, at the end of
+   * the microtasks that started them: one request directly, many through
+   * its submitter thread, so Triton's own submission cost is not paid on
+   * the JS thread under load.
+   */
+  readonly #flush = (): void => {
+    this.#flushQueued = false;
+    this.#native?.flush();
+  };
+
   /** Receives each completion the addon drains, routed by token. */
   readonly onResponse: NativeResponseCallback = (token, final, error, version, parameters, ...outputs) => {
     const handler = this.#pending.get(token);
@@ -438,6 +450,10 @@ export class Inference {
     const signal = request.signal;
     if (signal?.aborted) throw cancelled('the request was aborted before it started', signal.reason);
     const token = startRequest(this.#server(), model, version, inputs, request);
+    if (!this.#flushQueued) {
+      this.#flushQueued = true;
+      queueMicrotask(this.#flush);
+    }
     if (calledNs !== undefined) this.observer?.submitted(token, model, calledNs);
     return token;
   }

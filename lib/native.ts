@@ -79,9 +79,10 @@ export interface NativeServer {
    */
   stop(waitSeconds: number): Promise<NativeStopReport>;
   /**
-   * Starts a request; throws synchronously when Triton refuses it. Options
-   * come positionally (undefined = not set), then each input flat as name,
-   * datatype (enum), rank, dims…, data.
+   * Queues a request (throws on bad arguments); `flush()` hands this tick's
+   * requests to Triton, whose refusal then arrives as the request's one,
+   * final, failed completion. Options come positionally (undefined = not
+   * set), then each input flat as name, datatype (enum), rank, dims…, data.
    */
   infer(
     model: string,
@@ -96,6 +97,8 @@ export interface NativeServer {
     outputBuffers: Array<[string, ArrayBufferView, boolean]> | undefined,
     ...inputs: NativeInputField[]
   ): number;
+  /** Submits the requests queued since the last call (once per tick). */
+  flush(): void;
   cancel(token: number): void;
   inFlight(): number;
   /** The id another thread attaches with (`attachServer`). */

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <thread>
 
 #include "trace.h"
 
@@ -44,12 +45,54 @@ Napi::Error InvalidArg(Napi::Env env, const std::string& message) {
 struct InferenceEngine::Request {
   InferenceEngine* engine = nullptr;
   uint64_t token = 0;
+  // Made by Submit(); set under inside_mutex_ once handed to Triton.
   TRITONSERVER_InferenceRequest* triton = nullptr;
   Napi::Reference<Napi::Value> inputs;  // keeps input memory alive
-  bool submitted = false;               // ServerInferAsync took it
+  bool submitted = false;               // counted inside (Entered)
   bool final_seen = false;              // JS saw the FINAL response
-  bool finished_natively = false;       // a Triton thread finished it
-  std::atomic<int> open_events{2};      // release + FINAL still to come
+  // Release and FINAL response still to come from Triton (its threads).
+  std::atomic<int> triton_events{2};
+  // Under inside_mutex_: Triton holds nothing of it any more (deleted, or
+  // refused), so no cancel may touch it and its inputs are no longer read.
+  bool triton_done = false;
+  bool cancel_requested = false;  // under inside_mutex_
+  uint64_t cancel_generation = 0;  // CancelAll()s before it was made
+
+  // What infer() asked for, read on the JS thread (ParseRequest) and turned
+  // into a Triton request by Submit() on whichever thread submits it. The
+  // context is reused, so its strings and vectors keep their memory.
+  struct Input {
+    std::string name;
+    TRITONSERVER_DataType datatype;
+    uint32_t first_dim;  // into dims
+    uint32_t rank;
+    const void* data;
+    size_t size;
+  };
+  struct Parameter {
+    std::string key;
+    TRITONSERVER_ParameterType type;
+    std::string text;
+    int64_t integer;
+    double real;
+    bool flag;
+  };
+  enum class Correlation : uint8_t { kNone, kNumber, kText };
+  std::string model;
+  int64_t version = -1;
+  std::vector<Input> inputs_spec;
+  std::vector<int64_t> dims;
+  std::vector<std::string> outputs_wanted;
+  bool has_id = false, has_priority = false, has_timeout = false, has_flags = false;
+  std::string id;
+  uint32_t priority = 0;
+  uint64_t timeout_us = 0;
+  uint32_t flags = 0;
+  Correlation correlation = Correlation::kNone;
+  uint64_t correlation_id = 0;
+  std::string correlation_text;
+  std::vector<Parameter> parameters;
+  TRITONSERVER_InferenceTrace* trace = nullptr;
   // Outputs to write into the caller's memory (infer's outputs record);
   // read by Allocate on Triton's threads, set before ServerInferAsync.
   struct CallerBuffer {
@@ -91,6 +134,14 @@ InferenceEngine::InferenceEngine(std::shared_ptr<ServerState> state)
 }
 
 InferenceEngine::~InferenceEngine() {
+  if (submitter_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(submit_mutex_);
+      submitter_exit_ = true;
+    }
+    submit_wanted_.notify_one();
+    submitter_.join();
+  }
   if (allocator_ != nullptr)
     TakeError(api_, api_.ResponseAllocatorDelete(allocator_));
   for (Request* request : free_requests_) delete request;
@@ -158,26 +209,188 @@ TRITONSERVER_Error* InferenceEngine::Query(TRITONSERVER_ResponseAllocator*,
   return nullptr;
 }
 
+// Triton's threads read and delete each response and the request
+// themselves, as a C client of Triton would: the JS thread only turns what
+// they read into JS values (its time per request is the package's ceiling).
 void InferenceEngine::OnResponse(TRITONSERVER_InferenceResponse* response,
                                  const uint32_t flags, void* userp) {
   auto* request = static_cast<Request*>(userp);
-  if (response != nullptr) Live().responses++;
-  request->engine->Push({request, response, flags, false});
+  InferenceEngine* engine = request->engine;
+  Completion completion;
+  completion.request = request;
+  completion.final = (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0;
+  if (response != nullptr) {
+    Live().responses++;
+    completion.has_response = true;
+    engine->ReadResponse(response, &completion);
+    TakeError(engine->api_, engine->api_.InferenceResponseDelete(response));
+    Live().responses--;
+  }
+  if (!completion.final) {
+    engine->Push(std::move(completion));
+    return;
+  }
+  // Released already: this is the last event, one completion says both.
+  if (request->triton_events.load() == 1) {
+    request->triton_events.store(0);
+    engine->DeleteInTriton(request);
+    completion.done = true;
+    engine->Push(std::move(completion));
+    return;
+  }
+  // Queued before the count drops, so the release thread's "done" (if it is
+  // the last event after all) always follows this response.
+  engine->Push(std::move(completion));
+  engine->TritonEvent(request);
 }
 
 void InferenceEngine::OnRelease(TRITONSERVER_InferenceRequest*,
                                 const uint32_t flags, void* userp) {
   if ((flags & TRITONSERVER_REQUEST_RELEASE_ALL) == 0) return;
   auto* request = static_cast<Request*>(userp);
-  request->engine->Push({request, nullptr, flags, true});
+  request->engine->TritonEvent(request);
 }
 
-void InferenceEngine::Push(const Completion& completion) {
-  std::vector<Completion> left;
+void InferenceEngine::TritonEvent(Request* request) {
+  if (request->triton_events.fetch_sub(1) != 1) return;
+  DeleteInTriton(request);
+  Completion done;
+  done.request = request;
+  done.done = true;
+  Push(std::move(done));
+}
+
+// The request's last event: nothing of it is left inside Triton.
+void InferenceEngine::DeleteInTriton(Request* request) {
+  TRITONSERVER_InferenceRequest* triton = request->triton;
+  {
+    std::lock_guard<std::mutex> lock(inside_mutex_);
+    inside_.erase(triton);
+    request->triton_done = true;
+  }
+  TakeError(api_, api_.InferenceRequestDelete(triton));
+  {
+    std::lock_guard<std::mutex> lock(inside_mutex_);
+    --inside_count_;
+  }
+  inside_changed_.notify_all();
+  state_->RequestLeft();
+}
+
+void InferenceEngine::ReadResponse(TRITONSERVER_InferenceResponse* response,
+                                   Completion* completion) {
+  if ((completion->error = TakeError(api_, api_.InferenceResponseError(response))))
+    return;
+  const char* model_name = nullptr;
+  if ((completion->error = TakeError(
+           api_, api_.InferenceResponseModel(response, &model_name,
+                                             &completion->version))))
+    return;
+  uint32_t parameter_count = 0;
+  TakeError(api_, api_.InferenceResponseParameterCount(response, &parameter_count));
+  for (uint32_t i = 0; i < parameter_count; ++i) {
+    const char* name = nullptr;
+    TRITONSERVER_ParameterType type = TRITONSERVER_PARAMETER_STRING;
+    const void* value = nullptr;
+    if (TakeError(api_, api_.InferenceResponseParameter(response, i, &name,
+                                                        &type, &value)) ||
+        name == nullptr || value == nullptr)
+      continue;
+    Parameter parameter{name, type, {}, 0, false};
+    switch (type) {
+      case TRITONSERVER_PARAMETER_STRING:
+        parameter.text = static_cast<const char*>(value);
+        break;
+      case TRITONSERVER_PARAMETER_INT:
+        parameter.number = static_cast<double>(*static_cast<const int64_t*>(value));
+        break;
+      case TRITONSERVER_PARAMETER_BOOL:
+        parameter.flag = *static_cast<const bool*>(value);
+        break;
+      case TRITONSERVER_PARAMETER_DOUBLE:
+        parameter.number = *static_cast<const double*>(value);
+        break;
+      default:
+        continue;
+    }
+    completion->parameters.push_back(std::move(parameter));
+  }
+
+  uint32_t output_count = 0;
+  if ((completion->error = TakeError(
+           api_, api_.InferenceResponseOutputCount(response, &output_count))))
+    return;
+  completion->outputs.reserve(output_count);
+  for (uint32_t i = 0; i < output_count; ++i) {
+    const char* name = nullptr;
+    TRITONSERVER_DataType datatype = TRITONSERVER_TYPE_INVALID;
+    const int64_t* shape = nullptr;
+    uint64_t dim_count = 0;
+    const void* base = nullptr;
+    size_t byte_size = 0;
+    TRITONSERVER_MemoryType memory_type = TRITONSERVER_MEMORY_CPU;
+    int64_t memory_type_id = 0;
+    void* buffer_userp = nullptr;
+    auto failure = TakeError(
+        api_, api_.InferenceResponseOutput(response, i, &name, &datatype, &shape,
+                                           &dim_count, &base, &byte_size,
+                                           &memory_type, &memory_type_id,
+                                           &buffer_userp));
+    if (!failure && memory_type == TRITONSERVER_MEMORY_GPU)
+      failure = Failure{TRITONSERVER_ERROR_UNSUPPORTED,
+                        std::string("output '") + name + "' is in GPU memory"};
+    if (failure) {
+      FreeOutputs(*completion);
+      completion->error = std::move(failure);
+      return;
+    }
+    Output output{name, datatype, static_cast<uint32_t>(dim_count),
+                  static_cast<uint32_t>(completion->dims.size()),
+                  Output::Memory::kNone, nullptr, byte_size};
+    completion->dims.insert(completion->dims.end(), shape, shape + dim_count);
+    if (byte_size == 0 || base == nullptr) {
+      output.size = 0;
+    } else if (buffer_userp == &kCallerMemory) {
+      output.memory = Output::Memory::kCaller;
+    } else if (buffer_userp == nullptr) {
+      // Host memory our allocator did not hand out: copied while it lives.
+      auto* header = static_cast<BufferHeader*>(std::malloc(kHeaderSize + byte_size));
+      if (header == nullptr) {
+        FreeOutputs(*completion);
+        completion->error = Failure{TRITONSERVER_ERROR_INTERNAL,
+                                    std::string("out of memory copying output '") + name + "'"};
+        return;
+      }
+      Live().output_buffers++;
+      header->adopted = true;
+      std::memcpy(reinterpret_cast<char*>(header) + kHeaderSize, base, byte_size);
+      output.memory = Output::Memory::kBlock;
+      output.block = header;
+    } else {
+      // Ours: deleting the response leaves it to the completion.
+      auto* header = static_cast<BufferHeader*>(buffer_userp);
+      header->adopted = true;
+      output.memory = Output::Memory::kBlock;
+      output.block = header;
+    }
+    completion->outputs.push_back(std::move(output));
+  }
+}
+
+void InferenceEngine::FreeOutputs(Completion& completion) {
+  for (Output& output : completion.outputs) {
+    if (output.memory == Output::Memory::kBlock && output.block != nullptr)
+      FreeBlock(static_cast<BufferHeader*>(output.block));
+    output.block = nullptr;
+  }
+  completion.outputs.clear();
+}
+
+void InferenceEngine::Push(Completion&& completion) {
   {
     std::lock_guard<std::mutex> lock(queue_mutex_);
     if (!abandoned_) {
-      queue_.push_back(completion);
+      queue_.push_back(std::move(completion));
       if (drain_scheduled_) return;
       // Signalled under the lock so Abandon() cannot finalize the
       // thread-safe function in between; the call never blocks (no limit).
@@ -187,52 +400,33 @@ void InferenceEngine::Push(const Completion& completion) {
       }
       // The thread-safe function is closing: no drain will ever come.
       abandoned_ = true;
+      std::vector<Completion> left;
       left.swap(queue_);
-    } else {
-      left.push_back(completion);
+      for (Completion& c : left) CompleteNatively(c);
+      return;
     }
   }
-  for (const Completion& c : left) CompleteNatively(c);
+  CompleteNatively(completion);
 }
 
-bool InferenceEngine::LastEvent(Request* request) {
-  return request->open_events.fetch_sub(1) == 1;
-}
-
-void InferenceEngine::CompleteNatively(const Completion& completion) {
-  Request* request = completion.request;
-  if (completion.response != nullptr) {
-    TakeError(api_, api_.InferenceResponseDelete(completion.response));
-    Live().responses--;
-  }
-  bool event = completion.is_release ||
-               (completion.flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0;
-  if (!event || !LastEvent(request)) return;
-  Unlist(request);
-  TakeError(api_, api_.InferenceRequestDelete(request->triton));
-  request->triton = nullptr;
-  request->finished_natively = true;
-  Live().requests--;
-  // Last: whoever waits for this engine to be idle then sees it finished.
-  // The input reference is let go on the JS thread (ReleaseInputsOfFinished).
-  Left();
+// Nothing is delivered any more: the memory of the outputs goes; the request
+// itself was deleted by Triton's thread, and the JS thread lets go of its
+// inputs (ReleaseInputsOfFinished).
+void InferenceEngine::CompleteNatively(Completion& completion) {
+  FreeOutputs(completion);
 }
 
 void InferenceEngine::Entered(Request* request) {
   state_->RequestEntered();
   std::lock_guard<std::mutex> lock(inside_mutex_);
-  inside_.insert(request->triton);
   ++inside_count_;
   request->submitted = true;
+  request->cancel_generation = cancel_generation_;
 }
 
-// Before the request is deleted, so CancelAll never sees a deleted one.
-void InferenceEngine::Unlist(Request* request) {
-  std::lock_guard<std::mutex> lock(inside_mutex_);
-  inside_.erase(request->triton);
-}
-
-void InferenceEngine::Left() {
+// Triton refused it (or it never got there): no longer counted inside.
+// Does not touch the request, which JS may be reusing already.
+void InferenceEngine::NotEntered() {
   {
     std::lock_guard<std::mutex> lock(inside_mutex_);
     --inside_count_;
@@ -272,30 +466,22 @@ void InferenceEngine::DrainOnJsThread(Napi::Env env, Napi::Function callback) {
     drain_scheduled_ = false;
   }
   std::optional<Napi::Error> thrown;
-  for (const Completion& completion : draining_) {
+  for (Completion& completion : draining_) {
     Request* request = completion.request;
-    bool event = completion.is_release;
-    if (!completion.is_release) {
+    if (completion.has_response || completion.final) {
       // JS may be unable to run (a worker being terminated): then nothing
       // is delivered, but every resource is still given back.
       if (!thrown) {
         try {
-          DeliverResponse(env, callback, request, completion.response,
-                          completion.flags);
+          DeliverResponse(env, callback, completion);
         } catch (const Napi::Error& error) {
           thrown = error;
         }
       }
-      if (completion.response != nullptr) {
-        TakeError(api_, api_.InferenceResponseDelete(completion.response));
-        Live().responses--;
-      }
-      if (completion.flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) {
-        request->final_seen = true;
-        event = true;
-      }
+      FreeOutputs(completion);  // what was not handed to JS
+      if (completion.final) request->final_seen = true;
     }
-    if (event && LastEvent(request)) Finish(env, request);
+    if (completion.done) Finish(env, request);
   }
   draining_.clear();
   // Never let a C++ exception out of the thread-safe function's callback;
@@ -310,110 +496,55 @@ void InferenceEngine::DrainOnJsThread(Napi::Env env, Napi::Function callback) {
 // everything else in a response. The model name and request id are the
 // caller's own and are not rebuilt as JS strings.
 void InferenceEngine::DeliverResponse(Napi::Env env, Napi::Function callback,
-                                      Request* request,
-                                      TRITONSERVER_InferenceResponse* response,
-                                      uint32_t flags) {
+                                      Completion& completion) {
   std::vector<napi_value>& args = args_scratch_;
   args.clear();
-  args.push_back(Napi::Number::New(env, request->token));
-  args.push_back(Napi::Boolean::New(
-      env, (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0));
-  auto fail = [&](const Failure& failure) {
-    args.resize(2);
-    args.push_back(ToJsError(env, failure).Value());
-    callback.Call(args);
-  };
-  if (response == nullptr) {  // a FINAL flag without a response
+  args.push_back(Napi::Number::New(env, static_cast<double>(completion.request->token)));
+  args.push_back(Napi::Boolean::New(env, completion.final));
+  if (!completion.has_response) {  // a FINAL flag without a response
     callback.Call(args);
     return;
   }
-  if (auto failure = TakeError(api_, api_.InferenceResponseError(response)))
-    return fail(*failure);
-  const char* model_name = nullptr;
-  int64_t model_version = -1;
-  if (auto failure = TakeError(api_, api_.InferenceResponseModel(
-                                         response, &model_name, &model_version)))
-    return fail(*failure);
+  if (completion.error) {
+    args.push_back(ToJsError(env, *completion.error).Value());
+    callback.Call(args);
+    return;
+  }
   args.push_back(env.Undefined());
-  args.push_back(Napi::Number::New(env, static_cast<double>(model_version)));
-  args.push_back(ResponseParameters(env, response));
-
-  uint32_t output_count = 0;
-  if (auto failure = TakeError(
-          api_, api_.InferenceResponseOutputCount(response, &output_count)))
-    return fail(*failure);
-  for (uint32_t i = 0; i < output_count; ++i) {
-    const char* name = nullptr;
-    TRITONSERVER_DataType datatype = TRITONSERVER_TYPE_INVALID;
-    const int64_t* shape = nullptr;
-    uint64_t dim_count = 0;
-    const void* base = nullptr;
-    size_t byte_size = 0;
-    TRITONSERVER_MemoryType memory_type = TRITONSERVER_MEMORY_CPU;
-    int64_t memory_type_id = 0;
-    void* buffer_userp = nullptr;
-    if (auto failure = TakeError(
-            api_, api_.InferenceResponseOutput(
-                      response, i, &name, &datatype, &shape, &dim_count, &base,
-                      &byte_size, &memory_type, &memory_type_id,
-                      &buffer_userp)))
-      return fail(*failure);
-    if (memory_type == TRITONSERVER_MEMORY_GPU)
-      return fail(Failure{TRITONSERVER_ERROR_UNSUPPORTED,
-                          std::string("output '") + name +
-                              "' is in GPU memory"});
-    args.push_back(Napi::String::New(env, name));
-    args.push_back(Napi::Number::New(env, datatype));
-    args.push_back(Napi::Number::New(env, static_cast<double>(dim_count)));
-    for (uint64_t d = 0; d < dim_count; ++d)
-      args.push_back(Napi::Number::New(env, static_cast<double>(shape[d])));
-    if (byte_size == 0 || base == nullptr) {
-      args.push_back(Napi::ArrayBuffer::New(env, 0));
-    } else if (buffer_userp == &kCallerMemory) {
+  args.push_back(Napi::Number::New(env, static_cast<double>(completion.version)));
+  args.push_back(ResponseParameters(env, completion));
+  for (Output& output : completion.outputs) {
+    args.push_back(Napi::String::New(env, output.name));
+    args.push_back(Napi::Number::New(env, output.datatype));
+    args.push_back(Napi::Number::New(env, output.rank));
+    for (uint32_t d = 0; d < output.rank; ++d)
+      args.push_back(Napi::Number::New(
+          env, static_cast<double>(completion.dims[output.first_dim + d])));
+    if (output.memory == Output::Memory::kCaller) {
       // Written into the caller's buffer: JS knows which; only the size.
-      args.push_back(Napi::Number::New(env, static_cast<double>(byte_size)));
-    } else if (buffer_userp == nullptr) {
-      // Host memory our allocator did not hand out: copy it.
-      Napi::ArrayBuffer copy = Napi::ArrayBuffer::New(env, byte_size);
-      std::memcpy(copy.Data(), base, byte_size);
-      args.push_back(copy);
+      args.push_back(Napi::Number::New(env, static_cast<double>(output.size)));
     } else {
-      args.push_back(OutputBuffer(env, base, byte_size));
+      args.push_back(OutputBuffer(env, output));
     }
   }
   callback.Call(args);
 }
 
 // The response's parameters as an object, or undefined when it has none.
-Napi::Value InferenceEngine::ResponseParameters(
-    Napi::Env env, TRITONSERVER_InferenceResponse* response) {
-  uint32_t parameter_count = 0;
-  TakeError(api_, api_.InferenceResponseParameterCount(response, &parameter_count));
-  if (parameter_count == 0) return env.Undefined();
+Napi::Value InferenceEngine::ResponseParameters(Napi::Env env,
+                                                const Completion& completion) {
+  if (completion.parameters.empty()) return env.Undefined();
   Napi::Object parameters = Napi::Object::New(env);
-  for (uint32_t i = 0; i < parameter_count; ++i) {
-    const char* name = nullptr;
-    TRITONSERVER_ParameterType type = TRITONSERVER_PARAMETER_STRING;
-    const void* value = nullptr;
-    if (TakeError(api_, api_.InferenceResponseParameter(response, i, &name,
-                                                        &type, &value)) ||
-        name == nullptr || value == nullptr)
-      continue;
-    switch (type) {
+  for (const Parameter& parameter : completion.parameters) {
+    switch (parameter.type) {
       case TRITONSERVER_PARAMETER_STRING:
-        parameters.Set(name, static_cast<const char*>(value));
-        break;
-      case TRITONSERVER_PARAMETER_INT:
-        parameters.Set(name, Napi::Number::New(env, static_cast<double>(
-                                 *static_cast<const int64_t*>(value))));
+        parameters.Set(parameter.name, parameter.text);
         break;
       case TRITONSERVER_PARAMETER_BOOL:
-        parameters.Set(name, *static_cast<const bool*>(value));
+        parameters.Set(parameter.name, parameter.flag);
         break;
-      case TRITONSERVER_PARAMETER_DOUBLE:
-        parameters.Set(name, *static_cast<const double*>(value));
-        break;
-      default:
+      default:  // INT, DOUBLE
+        parameters.Set(parameter.name, parameter.number);
         break;
     }
   }
@@ -423,28 +554,30 @@ Napi::Value InferenceEngine::ResponseParameters(
 // The tensor bytes as an ArrayBuffer: adopted without a copy where Node-API
 // allows external buffers, copied where it does not. Small outputs are
 // copied too: an external buffer's finalizer and GC bookkeeping cost more
-// than copying a few KiB.
-Napi::Value InferenceEngine::OutputBuffer(Napi::Env env, const void* base,
-                                          size_t size) {
-  auto* header = reinterpret_cast<BufferHeader*>(
-      static_cast<char*>(const_cast<void*>(base)) - kHeaderSize);
-  if (!copy_outputs_ && size > kCopyUpToBytes) {
+// than copying a few KiB. Either way the block leaves `output`.
+Napi::Value InferenceEngine::OutputBuffer(Napi::Env env, Output& output) {
+  if (output.memory != Output::Memory::kBlock) return Napi::ArrayBuffer::New(env, 0);
+  auto* header = static_cast<BufferHeader*>(output.block);
+  void* base = reinterpret_cast<char*>(header) + kHeaderSize;
+  if (!copy_outputs_ && output.size > kCopyUpToBytes) {
     napi_value buffer = nullptr;
     napi_status status = napi_create_external_arraybuffer(
-        env, const_cast<void*>(base), size,
+        env, base, output.size,
         [](napi_env, void*, void* hint) {
           FreeBlock(static_cast<BufferHeader*>(hint));
         },
         header, &buffer);
     if (status == napi_ok) {
-      header->adopted = true;
+      output.block = nullptr;
       return Napi::Value(env, buffer);
     }
     // e.g. Electron's V8 sandbox: copy from now on.
     if (status == napi_no_external_buffers_allowed) copy_outputs_ = true;
   }
-  Napi::ArrayBuffer copy = Napi::ArrayBuffer::New(env, size);
-  std::memcpy(copy.Data(), base, size);
+  Napi::ArrayBuffer copy = Napi::ArrayBuffer::New(env, output.size);
+  std::memcpy(copy.Data(), base, output.size);
+  output.block = nullptr;
+  FreeBlock(header);
   return copy;
 }
 
@@ -461,17 +594,18 @@ InferenceEngine::Request* InferenceEngine::NewRequest() {
   request->triton = nullptr;
   request->submitted = false;
   request->final_seen = false;
-  request->finished_natively = false;
-  request->open_events = 2;
+  request->triton_done = false;
+  request->cancel_requested = false;
+  request->triton_events = 2;
+  request->trace = nullptr;
   request->caller_buffers.clear();
   Live().requests++;
   return request;
 }
 
+// JS thread: the request is done with (Triton's thread deleted it, or it
+// never got there): its inputs go and the context is reused.
 void InferenceEngine::Finish(Napi::Env env, Request* request) {
-  if (request->submitted) Unlist(request);
-  if (request->triton != nullptr)
-    TakeError(api_, api_.InferenceRequestDelete(request->triton));
   request->triton = nullptr;
   if (!request->inputs.IsEmpty()) {
     request->inputs.Reset();
@@ -480,7 +614,6 @@ void InferenceEngine::Finish(Napi::Env env, Request* request) {
   bool was_in_flight = requests_.erase(request->token) > 0;
   free_requests_.push_back(request);
   Live().requests--;
-  if (request->submitted) Left();
   if (was_in_flight && requests_.empty() && !tsfn_released_) {
     tsfn_.Unref(env);
     if (closing_) {
@@ -506,62 +639,72 @@ int64_t ToInt64(Napi::Value value, const char* what) {
   return value.As<Napi::Number>().Int64Value();
 }
 
+// Reads a JS string into `out`, reusing its memory (no allocation once the
+// request context has held a string as long).
+void ReadString(Napi::Env env, napi_value value, std::string& out) {
+  size_t length = 0;
+  if (napi_get_value_string_utf8(env, value, nullptr, 0, &length) != napi_ok)
+    throw InvalidArg(env, "expected a string");
+  out.resize(length);
+  napi_get_value_string_utf8(env, value, out.data(), length + 1, &length);
+}
+
 }  // namespace
 
-// Adds inputs, outputs and options to request->triton; throws on failure.
+// Reads infer()'s arguments into the request context; throws on bad ones.
 // infer(model, version, outputs, id, priority, timeoutUs, flags,
 //       correlationId, parameters, outputBuffers, ...inputs): options positional
 // (undefined = not set), then each input flat as name, datatype, rank,
 // dims..., data — arguments rather than objects or arrays, because reading
-// properties and elements costs more than the rest of a request.
-void InferenceEngine::BuildRequest(const Napi::CallbackInfo& info,
+// properties and elements costs more than the rest of a request. No Triton
+// call happens here: Submit() makes the Triton request from the context.
+void InferenceEngine::ParseRequest(const Napi::CallbackInfo& info,
                                    Request* request) {
   Napi::Env env = info.Env();
-  TRITONSERVER_InferenceRequest* triton = request->triton;
-  auto check = [&](TRITONSERVER_Error* err) {
-    if (auto failure = TakeError(api_, err)) throw ToJsError(env, *failure);
-  };
+  ReadString(env, info[0], request->model);
+  request->version = info[1].As<Napi::Number>().Int64Value();
 
   const size_t argc = info.Length();
   input_views_.clear();
+  request->inputs_spec.clear();
+  request->dims.clear();
   for (size_t i = kFirstInputArg; i < argc;) {
     if (i + 3 > argc || !info[i].IsString() || !info[i + 1].IsNumber() ||
         !info[i + 2].IsNumber())
       throw InvalidArg(env, "each input needs a name, a datatype and a rank");
-    std::string name = info[i].As<Napi::String>();
-    auto datatype = static_cast<TRITONSERVER_DataType>(
+    request->inputs_spec.emplace_back();
+    Request::Input& input = request->inputs_spec.back();
+    ReadString(env, info[i], input.name);
+    input.datatype = static_cast<TRITONSERVER_DataType>(
         info[i + 1].As<Napi::Number>().Int32Value());
     const int64_t rank = info[i + 2].As<Napi::Number>().Int64Value();
     i += 3;
     if (rank < 0 || i + static_cast<size_t>(rank) + 1 > argc)
-      throw InvalidArg(env, "input '" + name + "': bad rank or missing data");
-    shape_scratch_.clear();
+      throw InvalidArg(env, "input '" + input.name + "': bad rank or missing data");
+    input.first_dim = static_cast<uint32_t>(request->dims.size());
+    input.rank = static_cast<uint32_t>(rank);
     for (int64_t d = 0; d < rank; ++d, ++i)
-      shape_scratch_.push_back(info[i].As<Napi::Number>().Int64Value());
+      request->dims.push_back(info[i].As<Napi::Number>().Int64Value());
     if (!info[i].IsTypedArray())
-      throw InvalidArg(env, "input '" + name + "': data must be a TypedArray");
-    Napi::TypedArray data = info[i++].As<Napi::TypedArray>();
+      throw InvalidArg(env, "input '" + input.name + "': data must be a TypedArray");
+    napi_value data = info[i++];
     input_views_.push_back(data);
     // The view's own data pointer: also right for a SharedArrayBuffer,
     // which Napi::TypedArray::ArrayBuffer() refuses.
     void* bytes = nullptr;
     size_t length = 0;
-    if (napi_get_typedarray_info(env, data, nullptr, &length, &bytes, nullptr,
+    napi_typedarray_type type;
+    if (napi_get_typedarray_info(env, data, &type, &length, &bytes, nullptr,
                                  nullptr) != napi_ok)
-      throw InvalidArg(env, "input '" + name + "': unreadable TypedArray");
-    check(api_.InferenceRequestAddInput(triton, name.c_str(), datatype,
-                                        shape_scratch_.data(),
-                                        shape_scratch_.size()));
-    check(api_.InferenceRequestAppendInputData(triton, name.c_str(), bytes,
-                                               data.ByteLength(),
-                                               TRITONSERVER_MEMORY_CPU, 0));
+      throw InvalidArg(env, "input '" + input.name + "': unreadable TypedArray");
+    input.data = bytes;
+    input.size = Napi::TypedArray(env, data).ByteLength();
   }
+  request->outputs_wanted.clear();
   if (info[2].IsArray()) {
     Napi::Array outputs = info[2].As<Napi::Array>();
-    for (uint32_t i = 0, n = outputs.Length(); i < n; ++i) {
-      std::string name = outputs.Get(i).ToString();
-      check(api_.InferenceRequestAddRequestedOutput(triton, name.c_str()));
-    }
+    for (uint32_t i = 0, n = outputs.Length(); i < n; ++i)
+      request->outputs_wanted.push_back(outputs.Get(i).ToString().Utf8Value());
   }
   // [name, TypedArray, fallback] triples: outputs written into the caller's
   // memory, which is kept alive with the inputs until the release.
@@ -587,73 +730,68 @@ void InferenceEngine::BuildRequest(const Napi::CallbackInfo& info,
                                          triple.Get(2u).ToBoolean().Value()});
     }
   }
-  Napi::Value id = info[3];
-  if (id.IsString())
-    check(api_.InferenceRequestSetId(triton, id.As<Napi::String>().Utf8Value().c_str()));
-  Napi::Value priority = info[4];
-  if (priority.IsNumber())
-    check(api_.InferenceRequestSetPriority(
-        triton, priority.As<Napi::Number>().Uint32Value()));
-  Napi::Value timeout = info[5];
-  if (timeout.IsNumber())
-    check(api_.InferenceRequestSetTimeoutMicroseconds(
-        triton, static_cast<uint64_t>(timeout.As<Napi::Number>().Int64Value())));
-  Napi::Value flags = info[6];
-  if (flags.IsNumber())
-    check(api_.InferenceRequestSetFlags(triton,
-                                        flags.As<Napi::Number>().Uint32Value()));
+  request->has_id = info[3].IsString();
+  if (request->has_id) ReadString(env, info[3], request->id);
+  request->has_priority = info[4].IsNumber();
+  if (request->has_priority)
+    request->priority = info[4].As<Napi::Number>().Uint32Value();
+  request->has_timeout = info[5].IsNumber();
+  if (request->has_timeout)
+    request->timeout_us =
+        static_cast<uint64_t>(info[5].As<Napi::Number>().Int64Value());
+  request->has_flags = info[6].IsNumber();
+  if (request->has_flags) request->flags = info[6].As<Napi::Number>().Uint32Value();
   Napi::Value correlation = info[7];
+  request->correlation = Request::Correlation::kNone;
   if (correlation.IsString()) {
-    check(api_.InferenceRequestSetCorrelationIdString(
-        triton, correlation.As<Napi::String>().Utf8Value().c_str()));
+    request->correlation = Request::Correlation::kText;
+    ReadString(env, correlation, request->correlation_text);
   } else if (correlation.IsNumber() || correlation.IsBigInt()) {
-    check(api_.InferenceRequestSetCorrelationId(
-        triton, static_cast<uint64_t>(ToInt64(correlation, "sequence id"))));
+    request->correlation = Request::Correlation::kNumber;
+    request->correlation_id =
+        static_cast<uint64_t>(ToInt64(correlation, "sequence id"));
   }
+  request->parameters.clear();
   Napi::Value parameters = info[8];
   if (parameters.IsArray()) {
     Napi::Array list = parameters.As<Napi::Array>();
     for (uint32_t i = 0, n = list.Length(); i < n; ++i) {
       Napi::Array pair = list.Get(i).As<Napi::Array>();
-      std::string key = pair.Get(0u).ToString();
-      Napi::Value value = pair.Get(1u);
-      SetParameter(env, triton, key, value);
+      ParseParameter(env, pair.Get(0u).ToString(), pair.Get(1u), request);
     }
   }
 }
 
-// One request parameter, typed by its JS value.
-void InferenceEngine::SetParameter(Napi::Env env,
-                                   TRITONSERVER_InferenceRequest* triton,
-                                   const std::string& key, Napi::Value value) {
-  auto check = [&](TRITONSERVER_Error* err) {
-    if (auto failure = TakeError(api_, err)) throw ToJsError(env, *failure);
-  };
+// One request parameter, typed by its JS value; the library must have the
+// function that sets it.
+void InferenceEngine::ParseParameter(Napi::Env env, const std::string& key,
+                                     Napi::Value value, Request* request) {
   auto require = [&](auto function, const char* name) {
     if (function == nullptr) throw ToJsError(env, Unsupported(api_, name));
   };
+  Request::Parameter parameter{key, TRITONSERVER_PARAMETER_STRING, {}, 0, 0, false};
   if (value.IsString()) {
     require(api_.InferenceRequestSetStringParameter, "InferenceRequestSetStringParameter");
-    check(api_.InferenceRequestSetStringParameter(
-        triton, key.c_str(), value.As<Napi::String>().Utf8Value().c_str()));
+    parameter.text = value.As<Napi::String>().Utf8Value();
   } else if (value.IsBoolean()) {
     require(api_.InferenceRequestSetBoolParameter, "InferenceRequestSetBoolParameter");
-    check(api_.InferenceRequestSetBoolParameter(triton, key.c_str(),
-                                                value.ToBoolean()));
+    parameter.type = TRITONSERVER_PARAMETER_BOOL;
+    parameter.flag = value.ToBoolean();
   } else if (value.IsBigInt() ||
              (value.IsNumber() && std::trunc(value.As<Napi::Number>().DoubleValue()) ==
                                       value.As<Napi::Number>().DoubleValue())) {
     require(api_.InferenceRequestSetIntParameter, "InferenceRequestSetIntParameter");
-    check(api_.InferenceRequestSetIntParameter(triton, key.c_str(),
-                                               ToInt64(value, key.c_str())));
+    parameter.type = TRITONSERVER_PARAMETER_INT;
+    parameter.integer = ToInt64(value, key.c_str());
   } else if (value.IsNumber()) {
     require(api_.InferenceRequestSetDoubleParameter, "InferenceRequestSetDoubleParameter");
-    check(api_.InferenceRequestSetDoubleParameter(
-        triton, key.c_str(), value.As<Napi::Number>().DoubleValue()));
+    parameter.type = TRITONSERVER_PARAMETER_DOUBLE;
+    parameter.real = value.As<Napi::Number>().DoubleValue();
   } else {
     throw InvalidArg(env, "parameter '" + key +
                               "' must be a string, number, bigint or boolean");
   }
+  request->parameters.push_back(std::move(parameter));
 }
 
 Napi::Value InferenceEngine::Infer(const Napi::CallbackInfo& info) {
@@ -666,50 +804,167 @@ Napi::Value InferenceEngine::Infer(const Napi::CallbackInfo& info) {
   if (allocator_ == nullptr)
     throw ToJsError(env, TRITONSERVER_ERROR_INTERNAL,
                     "the response allocator could not be created");
-  std::string model = info[0].As<Napi::String>();
-  int64_t version = info[1].As<Napi::Number>().Int64Value();
-
   Request* request = NewRequest();
-  // Frees the request and hands back the error to throw.
-  auto fail = [&](const Napi::Error& error) {
-    Finish(env, request);
-    return error;
-  };
-  if (auto failure = TakeError(
-          api_, api_.InferenceRequestNew(&request->triton, state_->server,
-                                         model.c_str(), version)))
-    throw fail(ToJsError(env, *failure));
   try {
-    BuildRequest(info, request);
-  } catch (const Napi::Error& error) {
-    throw fail(error);
+    ParseRequest(info, request);
+  } catch (const Napi::Error&) {
+    Finish(env, request);
+    throw;
   }
-  if (auto failure = TakeError(
-          api_, api_.InferenceRequestSetReleaseCallback(
-                    request->triton, &InferenceEngine::OnRelease, request)))
-    throw fail(ToJsError(env, *failure));
-  if (auto failure = TakeError(
-          api_, api_.InferenceRequestSetResponseCallback(
-                    request->triton, allocator_, request,
-                    &InferenceEngine::OnResponse, request)))
-    throw fail(ToJsError(env, *failure));
-
   request->inputs = Napi::Persistent(InputsToKeep(env));
   Live().input_references++;
   if (requests_.empty()) tsfn_.Ref(env);
   requests_.emplace(request->token, request);
-  // Counted before Triton can call back, so it never drops below zero.
+  // Counted from now on, so a stop waits for it (and cancels it) even
+  // before it reaches Triton.
   Entered(request);
   // Tracing hook (trace.cc): null unless JS armed a trace for this request.
-  TRITONSERVER_InferenceTrace* trace = TakeArmedTrace();
-  // On failure no callback will ever come: the request is still ours.
-  if (auto failure = TakeError(api_, api_.ServerInferAsync(
-                                         state_->server, request->triton,
-                                         trace))) {
-    TraceSubmitFailed(trace);
-    throw fail(ToJsError(env, *failure));
+  request->trace = TakeArmedTrace();
+  if (request->trace != nullptr) {
+    // A traced request's bookkeeping lives on this thread: submitted now,
+    // after what is waiting (order is kept).
+    Flush(/*wait=*/true);
+    Submit(request);
+  } else {
+    unsubmitted_.push_back(request);
   }
   return Napi::Number::New(env, static_cast<double>(request->token));
+}
+
+// JS calls flush() once per tick after infer() calls (lib/inference.ts):
+// one request is submitted here, more go to the submitter thread in one
+// hand-over, so Triton's own cost (ServerInferAsync, which locks its
+// scheduler and wakes its threads) leaves the JS thread under load.
+void InferenceEngine::Flush(bool wait) {
+  if (unsubmitted_.empty()) return;
+  std::unique_lock<std::mutex> lock(submit_mutex_);
+  if (wait) submit_idle_.wait(lock, [this] { return submit_queue_.empty() && !submitting_; });
+  // Submitted here only when nothing submitted earlier is still waiting
+  // (order is kept: sequences depend on it).
+  if (submit_queue_.empty() && !submitting_ && (wait || unsubmitted_.size() == 1)) {
+    lock.unlock();
+    submitting_here_.swap(unsubmitted_);
+    for (Request* request : submitting_here_) Submit(request);
+    submitting_here_.clear();
+    return;
+  }
+  submit_queue_.insert(submit_queue_.end(), unsubmitted_.begin(), unsubmitted_.end());
+  unsubmitted_.clear();
+  if (!submitter_.joinable()) submitter_ = std::thread([this] { SubmitterLoop(); });
+  lock.unlock();
+  submit_wanted_.notify_one();
+}
+
+void InferenceEngine::SubmitterLoop() {
+  std::vector<Request*> batch;
+  std::unique_lock<std::mutex> lock(submit_mutex_);
+  for (;;) {
+    submit_wanted_.wait(lock, [this] { return !submit_queue_.empty() || submitter_exit_; });
+    if (submit_queue_.empty()) return;  // exiting with nothing left
+    batch.swap(submit_queue_);
+    submitting_ = true;
+    lock.unlock();
+    for (Request* request : batch) Submit(request);
+    batch.clear();
+    lock.lock();
+    submitting_ = false;
+    if (submit_queue_.empty()) submit_idle_.notify_all();
+  }
+}
+
+// Any thread: the Triton request made from the context and handed over.
+// Whatever Triton refuses comes back as the request's one, final response.
+void InferenceEngine::Submit(Request* request) {
+  TRITONSERVER_InferenceRequest* triton = nullptr;
+  auto failure = TakeError(
+      api_, api_.InferenceRequestNew(&triton, state_->server,
+                                     request->model.c_str(), request->version));
+  auto step = [&](TRITONSERVER_Error* err) {
+    if (!failure) failure = TakeError(api_, err);
+    else if (err != nullptr) TakeError(api_, err);
+  };
+  if (!failure) {
+    for (const Request::Input& input : request->inputs_spec) {
+      step(api_.InferenceRequestAddInput(triton, input.name.c_str(), input.datatype,
+                                         request->dims.data() + input.first_dim,
+                                         input.rank));
+      if (failure) break;
+      step(api_.InferenceRequestAppendInputData(triton, input.name.c_str(), input.data,
+                                                input.size, TRITONSERVER_MEMORY_CPU, 0));
+      if (failure) break;
+    }
+    for (const std::string& name : request->outputs_wanted) {
+      if (failure) break;
+      step(api_.InferenceRequestAddRequestedOutput(triton, name.c_str()));
+    }
+    if (!failure && request->has_id)
+      step(api_.InferenceRequestSetId(triton, request->id.c_str()));
+    if (!failure && request->has_priority)
+      step(api_.InferenceRequestSetPriority(triton, request->priority));
+    if (!failure && request->has_timeout)
+      step(api_.InferenceRequestSetTimeoutMicroseconds(triton, request->timeout_us));
+    if (!failure && request->has_flags)
+      step(api_.InferenceRequestSetFlags(triton, request->flags));
+    if (!failure && request->correlation == Request::Correlation::kText)
+      step(api_.InferenceRequestSetCorrelationIdString(
+          triton, request->correlation_text.c_str()));
+    if (!failure && request->correlation == Request::Correlation::kNumber)
+      step(api_.InferenceRequestSetCorrelationId(triton, request->correlation_id));
+    for (const Request::Parameter& p : request->parameters) {
+      if (failure) break;
+      switch (p.type) {
+        case TRITONSERVER_PARAMETER_STRING:
+          step(api_.InferenceRequestSetStringParameter(triton, p.key.c_str(), p.text.c_str()));
+          break;
+        case TRITONSERVER_PARAMETER_BOOL:
+          step(api_.InferenceRequestSetBoolParameter(triton, p.key.c_str(), p.flag));
+          break;
+        case TRITONSERVER_PARAMETER_INT:
+          step(api_.InferenceRequestSetIntParameter(triton, p.key.c_str(), p.integer));
+          break;
+        default:
+          step(api_.InferenceRequestSetDoubleParameter(triton, p.key.c_str(), p.real));
+          break;
+      }
+    }
+    if (!failure)
+      step(api_.InferenceRequestSetReleaseCallback(triton, &InferenceEngine::OnRelease,
+                                                   request));
+    if (!failure)
+      step(api_.InferenceRequestSetResponseCallback(
+          triton, allocator_, request, &InferenceEngine::OnResponse, request));
+  }
+  if (!failure) {
+    std::lock_guard<std::mutex> lock(inside_mutex_);
+    if (request->cancel_requested || request->cancel_generation != cancel_generation_) {
+      failure = Failure{TRITONSERVER_ERROR_CANCELLED,
+                        "the request was cancelled before it reached Triton"};
+    } else {
+      request->triton = triton;
+      inside_.insert(triton);
+    }
+  }
+  if (!failure) {
+    failure = TakeError(api_, api_.ServerInferAsync(state_->server, triton,
+                                                    request->trace));
+    if (!failure) return;
+    if (request->trace != nullptr) TraceSubmitFailed(request->trace);
+  }
+  // Refused: no callback will ever come, the request is still ours.
+  {
+    std::lock_guard<std::mutex> lock(inside_mutex_);
+    inside_.erase(triton);
+    request->triton_done = true;
+  }
+  if (triton != nullptr) TakeError(api_, api_.InferenceRequestDelete(triton));
+  Completion refused;
+  refused.request = request;
+  refused.has_response = true;
+  refused.final = true;
+  refused.done = true;
+  refused.error = std::move(failure);
+  NotEntered();
+  Push(std::move(refused));
 }
 
 // What Triton reads from until it releases the request: the one input's
@@ -727,17 +982,30 @@ void InferenceEngine::Cancel(Napi::Env env, uint64_t token) {
   if (found == requests_.end() || found->second->final_seen) return;
   if (api_.InferenceRequestCancel == nullptr)
     throw ToJsError(env, Unsupported(api_, "InferenceRequestCancel"));
-  // Cancelling a request that already finished is harmless in Triton.
-  if (auto failure = TakeError(
-          api_, api_.InferenceRequestCancel(found->second->triton)))
-    throw ToJsError(env, *failure);
+  Request* request = found->second;
+  std::optional<Failure> failure;
+  {
+    // Triton's thread may be deleting it: only while it is not.
+    std::lock_guard<std::mutex> lock(inside_mutex_);
+    if (request->triton_done) return;
+    if (request->triton == nullptr) {
+      // Not handed to Triton yet: Submit() refuses it.
+      request->cancel_requested = true;
+      return;
+    }
+    // Cancelling a request that already finished is harmless in Triton.
+    failure = TakeError(api_, api_.InferenceRequestCancel(request->triton));
+  }
+  if (failure) throw ToJsError(env, *failure);
 }
 
 void InferenceEngine::CancelAll() {
-  if (api_.InferenceRequestCancel == nullptr) return;
   // Cancelling a request that already finished is harmless in Triton; one
-  // in this set is not deleted yet (Left() runs first, under the lock).
+  // in this set is not deleted yet (DeleteInTriton takes it out first).
   std::lock_guard<std::mutex> lock(inside_mutex_);
+  // Those not handed to Triton yet are refused by Submit().
+  ++cancel_generation_;
+  if (api_.InferenceRequestCancel == nullptr) return;
   for (TRITONSERVER_InferenceRequest* request : inside_)
     TakeError(api_, api_.InferenceRequestCancel(request));
 }
@@ -751,13 +1019,22 @@ void InferenceEngine::Close() {
 }
 
 void InferenceEngine::Abandon() {
+  // Not flushed yet, and no JS tick will come to flush them.
+  for (Request* request : unsubmitted_) {
+    {
+      std::lock_guard<std::mutex> lock(inside_mutex_);
+      request->triton_done = true;
+    }
+    NotEntered();
+  }
+  unsubmitted_.clear();
   std::vector<Completion> left;
   {
     std::lock_guard<std::mutex> lock(queue_mutex_);
     abandoned_ = true;
     left.swap(queue_);
   }
-  for (const Completion& completion : left) CompleteNatively(completion);
+  for (Completion& completion : left) CompleteNatively(completion);
   if (!tsfn_released_) {
     tsfn_released_ = true;
     tsfn_.Abort();
@@ -767,7 +1044,12 @@ void InferenceEngine::Abandon() {
 void InferenceEngine::ReleaseInputsOfFinished() {
   for (auto it = requests_.begin(); it != requests_.end();) {
     Request* request = it->second;
-    if (!request->finished_natively) {
+    bool done;
+    {
+      std::lock_guard<std::mutex> lock(inside_mutex_);
+      done = !request->submitted || request->triton_done;
+    }
+    if (!done) {
       ++it;
       continue;
     }
@@ -776,6 +1058,7 @@ void InferenceEngine::ReleaseInputsOfFinished() {
       Live().input_references--;
     }
     free_requests_.push_back(request);
+    Live().requests--;
     it = requests_.erase(it);
   }
 }

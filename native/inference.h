@@ -11,9 +11,13 @@
 #include <unordered_set>
 #include <memory>
 #include <mutex>
+#include <thread>
+#include <optional>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "errors.h"
 #include "server.h"
 
 namespace tsn {
@@ -37,6 +41,9 @@ class InferenceEngine {
   // infer(model, version, outputs, id, priority, timeoutUs, flags,
   //       correlationId, parameters, outputBuffers, ...inputs) → token.
   Napi::Value Infer(const Napi::CallbackInfo& info);
+  // Submits what infer() calls of this tick left (see inference.cc); with
+  // `wait`, only after the submitter thread's earlier ones.
+  void Flush(bool wait = false);
   void Cancel(Napi::Env env, uint64_t token);
   // Cancels every request of this engine still inside Triton (any thread;
   // API >= 1.25).
@@ -61,11 +68,35 @@ class InferenceEngine {
 
  private:
   struct Request;
+  // One output of a response, read on Triton's thread.
+  struct Output {
+    std::string name;
+    TRITONSERVER_DataType datatype;
+    uint32_t rank;
+    uint32_t first_dim;  // index into Completion::dims
+    enum class Memory : uint8_t { kNone, kBlock, kCaller } memory;
+    void* block;  // kBlock: our output block, now owned by the completion
+    size_t size;
+  };
+  struct Parameter {
+    std::string name;
+    TRITONSERVER_ParameterType type;
+    std::string text;
+    double number;  // INT (as read) and DOUBLE
+    bool flag;
+  };
+  // What the JS thread gets: a response Triton's thread already read and
+  // deleted, and/or the end of the request (Triton holds nothing of it).
   struct Completion {
-    Request* request;
-    TRITONSERVER_InferenceResponse* response;  // null for a release
-    uint32_t flags;
-    bool is_release;
+    Request* request = nullptr;
+    bool has_response = false;
+    bool final = false;
+    bool done = false;  // the request is deleted: JS may let go of it
+    std::optional<Failure> error;
+    int64_t version = -1;
+    std::vector<Parameter> parameters;
+    std::vector<Output> outputs;
+    std::vector<int64_t> dims;
   };
   static void Drain(Napi::Env env, Napi::Function callback,
                     InferenceEngine* engine, std::nullptr_t* unused);
@@ -94,31 +125,35 @@ class InferenceEngine {
   static void OnRelease(TRITONSERVER_InferenceRequest* request,
                         const uint32_t flags, void* userp);
 
-  void Push(const Completion& completion);  // any thread
-  // After Abandon(): a completion handled on the thread it arrived on.
-  void CompleteNatively(const Completion& completion);
-  // Each request waits for two events (release, final response); true for
-  // the second one, whichever thread sees it.
-  static bool LastEvent(Request* request);
-  // A request handed to Triton (JS thread); taken off the cancel list before
-  // it is deleted; completely back (any thread, last).
+  void Push(Completion&& completion);  // any thread
+  // After Abandon(): a completion dropped on the thread it arrived on.
+  static void CompleteNatively(Completion& completion);
+  // Triton's thread: the response read into `completion`, which then owns
+  // its output memory.
+  void ReadResponse(TRITONSERVER_InferenceResponse* response,
+                    Completion* completion);
+  // Each request waits for two events (release, final response); the second
+  // one, whichever thread sees it, deletes the request and reports it done.
+  void TritonEvent(Request* request);
+  void DeleteInTriton(Request* request);
+  // A request handed to Triton (JS thread), or refused by it after all.
   void Entered(Request* request);
-  void Unlist(Request* request);
-  void Left();
+  void NotEntered();
   void DrainOnJsThread(Napi::Env env, Napi::Function callback);
   void DeliverResponse(Napi::Env env, Napi::Function callback,
-                       Request* request,
-                       TRITONSERVER_InferenceResponse* response,
-                       uint32_t flags);
-  Napi::Value ResponseParameters(Napi::Env env,
-                                 TRITONSERVER_InferenceResponse* response);
-  Napi::Value OutputBuffer(Napi::Env env, const void* base, size_t size);
+                       Completion& completion);
+  Napi::Value ResponseParameters(Napi::Env env, const Completion& completion);
+  Napi::Value OutputBuffer(Napi::Env env, Output& output);
+  static void FreeOutputs(Completion& completion);
   Request* NewRequest();
   void Finish(Napi::Env env, Request* request);
-  void BuildRequest(const Napi::CallbackInfo& info, Request* request);
+  void ParseRequest(const Napi::CallbackInfo& info, Request* request);
+  void ParseParameter(Napi::Env env, const std::string& key, Napi::Value value,
+                      Request* request);
   Napi::Value InputsToKeep(Napi::Env env);
-  void SetParameter(Napi::Env env, TRITONSERVER_InferenceRequest* triton,
-                    const std::string& key, Napi::Value value);
+  // Makes the Triton request and hands it over (any thread).
+  void Submit(Request* request);
+  void SubmitterLoop();
 
   std::shared_ptr<ServerState> state_;
   const TritonApi& api_;
@@ -137,13 +172,25 @@ class InferenceEngine {
   std::vector<Completion> draining_;
   std::vector<napi_value> args_scratch_;
   std::vector<napi_value> input_views_;  // of the request being built
+  std::vector<Request*> unsubmitted_;    // infer() calls since the last flush
+  std::vector<Request*> submitting_here_;  // Flush()'s own, on this thread
+
+  // The submitter thread: batches of requests handed over by Flush().
+  std::thread submitter_;
+  std::mutex submit_mutex_;
+  std::condition_variable submit_wanted_;
+  std::condition_variable submit_idle_;
+  std::vector<Request*> submit_queue_;
+  bool submitting_ = false;
+  bool submitter_exit_ = false;
 
   // Requests inside Triton, for cancelling them from any thread (the owner
   // of a shared server stopping it) and waiting for them.
   std::mutex inside_mutex_;
   std::condition_variable inside_changed_;
   std::unordered_set<TRITONSERVER_InferenceRequest*> inside_;
-  size_t inside_count_ = 0;  // until each is finished, deleted included
+  size_t inside_count_ = 0;  // from infer() until Triton holds nothing of it
+  uint64_t cancel_generation_ = 0;  // CancelAll() calls
 
   // Shared with Triton's threads.
   std::mutex queue_mutex_;

@@ -393,6 +393,7 @@ Napi::Function ServerWrap::Define(Napi::Env env) {
           InstanceMethod<&ServerWrap::Stop>("stop"),
           InstanceMethod<&ServerWrap::Infer>("infer"),
           InstanceMethod<&ServerWrap::Cancel>("cancel"),
+          InstanceMethod<&ServerWrap::Flush>("flush"),
           InstanceMethod<&ServerWrap::InFlight>("inFlight"),
           InstanceMethod<&ServerWrap::Share>("share"),
       });
@@ -849,6 +850,11 @@ Napi::Value ServerWrap::Infer(const Napi::CallbackInfo& info) {
     throw ToJsError(info.Env(), TRITONSERVER_ERROR_UNAVAILABLE,
                     "the server has been stopped");
   return engine_->Infer(info);
+}
+
+Napi::Value ServerWrap::Flush(const Napi::CallbackInfo& info) {
+  engine_->Flush();
+  return info.Env().Undefined();
 }
 
 Napi::Value ServerWrap::Cancel(const Napi::CallbackInfo& info) {

@@ -128,6 +128,7 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
   Napi::Value Stop(const Napi::CallbackInfo& info);
   Napi::Value Infer(const Napi::CallbackInfo& info);
   Napi::Value Cancel(const Napi::CallbackInfo& info);
+  Napi::Value Flush(const Napi::CallbackInfo& info);
   Napi::Value InFlight(const Napi::CallbackInfo& info);
   Napi::Value Share(const Napi::CallbackInfo& info);
   Napi::Value Detach(Napi::Env env, uint32_t wait_seconds);

@@ -100,9 +100,16 @@ describe('health and metadata', () => {
 
   it('serves statistics of one model and of every ready model', async () => {
     await post('/v2/models/identity_int32/infer', { inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 1], data: [1] }] });
-    const one = await json('/v2/models/identity_int32/stats');
+    // Triton counts a request when it releases it, which may be just after
+    // the response: read until it is counted (a bounded number of reads).
+    type Stats = { model_stats: Array<{ name: string; inference_count: number }> };
+    let one = await json('/v2/models/identity_int32/stats');
+    for (let i = 0; i < 200 && ((one.body as Stats).model_stats?.[0]?.inference_count ?? 0) < 1; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      one = await json('/v2/models/identity_int32/stats');
+    }
     expect(one.status).toBe(200);
-    const stats = (one.body as { model_stats: Array<{ name: string; inference_count: number }> }).model_stats;
+    const stats = (one.body as Stats).model_stats;
     expect(stats[0]?.name).toBe('identity_int32');
     expect(stats[0]?.inference_count).toBeGreaterThanOrEqual(1);
     const all = await json('/v2/models/stats');
