@@ -231,7 +231,7 @@ export interface NativeResult extends SideResult {
 
 export interface GcKind {
   count: number;
-  /** Summed duration of these GCs (their main-thread pause), ms. */
+  /** Summed duration of these GCs (the JS thread's pause, wall time), ms. */
   ms: number;
 }
 
@@ -336,7 +336,8 @@ function threadTimes(): ThreadTimes | null {
   const [cpu, wait] = readFileSync(SCHEDSTAT, 'latin1').split(' ');
   const cpuNs = Number(cpu);
   const runQueueNs = Number(wait);
-  return Number.isFinite(cpuNs) && Number.isFinite(runQueueNs) ? { cpuNs, runQueueNs } : null;
+  // A kernel without scheduler statistics prints "0 0 0"; a running thread has never run for 0 ns.
+  return cpuNs > 0 && Number.isFinite(cpuNs) && Number.isFinite(runQueueNs) ? { cpuNs, runQueueNs } : null;
 }
 
 function threadTimesSince(t0: ThreadTimes | null): ThreadTimes | null {
