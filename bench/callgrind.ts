@@ -28,6 +28,8 @@ const execFileAsync = promisify(execFile);
 const WORKLOADS: Record<string, string[]> = {
   small: ['--model', 'identity_fp32', '--datatype', 'FP32', '--shape', '1,16'],
   large: ['--model', 'identity_fp32', '--datatype', 'FP32', '--shape', '1,16384'],
+  // The binding side writes the outputs into reused buffers (perf.ts --scenario large-reuse); the native loop as for large.
+  'large-reuse': ['--model', 'identity_fp32', '--datatype', 'FP32', '--shape', '1,16384'],
   bytes: ['--model', 'identity_bytes', '--datatype', 'BYTES', '--shape', '1,32'],
 };
 

@@ -20,7 +20,12 @@
 // Prints one JSON line on stdout, e.g.
 //   {"model":"identity_fp32","requests":20000,"elements":16,"concurrency":1,
 //    "responses":20000,"seconds":0.21,"perSecond":95238.1,
-//    "latencyUs":{"p50":9.1,"p90":11.0,"p99":20.3,"max":150.2,"mean":9.8}}
+//    "latencyUs":{"p50":9.1,"p90":11.0,"p99":20.3,"max":150.2,"mean":9.8},
+//    "issuerCpuUsPerRequest":1.9,"processCpuUsPerRequest":7.4}
+// issuerCpuUsPerRequest is the main (issuing) thread's CPU time over the
+// timed part (CLOCK_THREAD_CPUTIME_ID) per request, the counterpart of the
+// binding's JS-thread CPU; processCpuUsPerRequest is getrusage(RUSAGE_SELF)
+// user + system, all threads (Triton's too), per request.
 //
 // Usage:
 //   bench_native_loop LIBRARY MODEL_REPOSITORY [--model NAME]
@@ -34,6 +39,8 @@
 // (decoupled) gets IN INT32 [E] and answers with E responses, then a FINAL
 // flag without a response. --shape replaces the [1, E] / [E] default.
 #include <dlfcn.h>
+#include <sys/resource.h>
+#include <time.h>
 
 #include <atomic>
 #include <chrono>
@@ -267,6 +274,26 @@ std::vector<int64_t> ParseShape(const char* text) {
   return shape;
 }
 
+// CPU time of the calling thread, µs.
+double ThreadCpuUs() {
+  timespec ts{};
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+    Die("clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
+  return static_cast<double>(ts.tv_sec) * 1e6 +
+         static_cast<double>(ts.tv_nsec) / 1e3;
+}
+
+// User + system CPU time of the whole process (every thread), µs.
+double ProcessCpuUs() {
+  rusage usage{};
+  if (getrusage(RUSAGE_SELF, &usage) != 0) Die("getrusage failed");
+  auto us = [](const timeval& tv) {
+    return static_cast<double>(tv.tv_sec) * 1e6 +
+           static_cast<double>(tv.tv_usec);
+  };
+  return us(usage.ru_utime) + us(usage.ru_stime);
+}
+
 void WaitForReleases() {
   std::unique_lock<std::mutex> lock(slots.mutex);
   slots.changed.wait(lock, [] { return slots.released >= slots.completed; });
@@ -415,9 +442,13 @@ int main(int argc, char** argv) {
     slots.recording = true;
   }
 
+  const double thread_cpu_start = ThreadCpuUs();
+  const double process_cpu_start = ProcessCpuUs();
   const auto start = Clock::now();
   requests = Run(w, requests, duration);
   const auto end = Clock::now();
+  const double thread_cpu_us = ThreadCpuUs() - thread_cpu_start;
+  const double process_cpu_us = ProcessCpuUs() - process_cpu_start;
   WaitForReleases();
   std::vector<double> latencies;
   {
@@ -446,7 +477,8 @@ int main(int argc, char** argv) {
       "{\"model\":\"%s\",\"requests\":%llu,\"elements\":%llu,"
       "\"concurrency\":%llu,\"responses\":%llu,\"seconds\":%.6f,"
       "\"perSecond\":%.1f,\"latencyUs\":{\"p50\":%.2f,\"p90\":%.2f,"
-      "\"p99\":%.2f,\"max\":%.2f,\"mean\":%.2f}}\n",
+      "\"p99\":%.2f,\"max\":%.2f,\"mean\":%.2f},"
+      "\"issuerCpuUsPerRequest\":%.3f,\"processCpuUsPerRequest\":%.3f}\n",
       model.c_str(), static_cast<unsigned long long>(requests),
       static_cast<unsigned long long>(count),
       static_cast<unsigned long long>(concurrency),
@@ -454,6 +486,8 @@ int main(int argc, char** argv) {
       static_cast<double>(requests) / seconds, Percentile(latencies, 50),
       Percentile(latencies, 90), Percentile(latencies, 99),
       latencies.empty() ? 0.0 : latencies.back(),
-      latencies.empty() ? 0.0 : latency_sum / latencies.size());
+      latencies.empty() ? 0.0 : latency_sum / latencies.size(),
+      thread_cpu_us / static_cast<double>(requests),
+      process_cpu_us / static_cast<double>(requests));
   return 0;
 }

@@ -7,12 +7,20 @@
  *   npm run bench -- --scenario small --concurrency 1:64:x2 --json out.json --chart out.svg
  */
 import { execFile } from 'node:child_process';
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { createHistogram, monitorEventLoopDelay, performance, type RecordableHistogram } from 'node:perf_hooks';
+import {
+  constants as perfConstants,
+  createHistogram,
+  monitorEventLoopDelay,
+  performance,
+  PerformanceObserver,
+  type PerformanceEntry,
+  type RecordableHistogram,
+} from 'node:perf_hooks';
 import { parseArgs, promisify } from 'node:util';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { liveObjects, Server, type LiveObjects, type Model } from '../lib/index.js';
@@ -37,6 +45,10 @@ interface Workload {
   stream: boolean;
   /** Responses each request must yield (checked), or null when unknown. */
   responsesPerRequest: number | null;
+  /** --output-buffers: one caller-provided buffer per in-flight slot for `output`, reused. */
+  outputBuffers: boolean;
+  /** The output those buffers are for (the model's first), or null without --output-buffers. */
+  output: string | null;
 }
 
 interface Preset {
@@ -47,16 +59,19 @@ interface Preset {
   requests: number;
   native: boolean;
   soak: boolean;
+  outputBuffers: boolean;
 }
 
 /** The issue's scenarios, one command each (`--scenario NAME`); flags override. */
 const SCENARIOS: Record<string, Preset> = {
-  small: { model: 'identity_fp32', shape: [1, 16], datatype: 'FP32', concurrency: '1:64:x2', requests: 20_000, native: true, soak: false },
-  large: { model: 'identity_fp32', shape: [1, 16_384], datatype: 'FP32', concurrency: '1:64:x2', requests: 5_000, native: true, soak: false },
+  small: { model: 'identity_fp32', shape: [1, 16], datatype: 'FP32', concurrency: '1:64:x2', requests: 20_000, native: true, soak: false, outputBuffers: false },
+  large: { model: 'identity_fp32', shape: [1, 16_384], datatype: 'FP32', concurrency: '1:64:x2', requests: 5_000, native: true, soak: false, outputBuffers: false },
+  // The same 64 KiB workload with the outputs written into reused caller-provided buffers.
+  'large-reuse': { model: 'identity_fp32', shape: [1, 16_384], datatype: 'FP32', concurrency: '1:64:x2', requests: 5_000, native: true, soak: false, outputBuffers: true },
   // identity_bytes has max_batch_size 8, so the 32 strings are one batch item's [32].
-  bytes: { model: 'identity_bytes', shape: [1, 32], datatype: 'BYTES', concurrency: '1:64:x2', requests: 20_000, native: true, soak: false },
-  stream: { model: 'repeat_int32', shape: [64], datatype: 'INT32', concurrency: '1:16:x2', requests: 500, native: true, soak: false },
-  soak: { model: 'identity_fp32', shape: [1, 16], datatype: 'FP32', concurrency: '16', requests: 1_000_000, native: false, soak: true },
+  bytes: { model: 'identity_bytes', shape: [1, 32], datatype: 'BYTES', concurrency: '1:64:x2', requests: 20_000, native: true, soak: false, outputBuffers: false },
+  stream: { model: 'repeat_int32', shape: [64], datatype: 'INT32', concurrency: '1:16:x2', requests: 500, native: true, soak: false, outputBuffers: false },
+  soak: { model: 'identity_fp32', shape: [1, 16], datatype: 'FP32', concurrency: '16', requests: 1_000_000, native: false, soak: true, outputBuffers: false },
 };
 
 /** RSS is sampled when this many requests have completed (and at the end) in a soak. */
@@ -119,10 +134,32 @@ function inputData(datatype: DataType, count: number): InputData {
 
 const elementCount = (shape: number[]): number => shape.reduce((a, b) => a * b, 1);
 
-/** One request of the workload; resolves with its number of responses. */
-function requestFn(model: Model, w: Workload): () => Promise<number> {
+/**
+ * One request of the workload, issued from in-flight slot `slot` (0 ≤ slot <
+ * C; a slot has at most one request in flight); resolves with its number of
+ * responses.
+ */
+type OneRequest = (slot: number) => Promise<number>;
+
+function requestFn(model: Model, w: Workload): OneRequest {
   const data = inputData(w.datatype, elementCount(w.shape));
   const inputs = { [w.input]: { shape: w.shape, data } };
+  if (w.outputBuffers) {
+    if (Array.isArray(data) || w.output === null) throw new Error('--output-buffers needs a numeric output');
+    const output = w.output;
+    // Identity models: the output has the input's type and byte size.
+    const buffers: Array<Float32Array | Int32Array> = [];
+    const checked: boolean[] = [];
+    return async (slot) => {
+      const buffer = (buffers[slot] ??= data instanceof Float32Array ? new Float32Array(data.length) : new Int32Array(data.length));
+      const response = await model.infer({ inputs, outputs: { [output]: { data: buffer } } });
+      if (!checked[slot]) {
+        checkOutputBuffer(w, response.outputs[output]?.data, buffer, data);
+        checked[slot] = true;
+      }
+      return 1;
+    };
+  }
   if (!w.stream) {
     return async () => {
       await model.infer({ inputs });
@@ -137,6 +174,16 @@ function requestFn(model: Model, w: Workload): () => Promise<number> {
     }
     return responses;
   };
+}
+
+/** The first response of each slot: written into the slot's buffer (no copy) and, for identity models, equal to the input. */
+function checkOutputBuffer(w: Workload, out: unknown, buffer: Float32Array | Int32Array, input: Float32Array | Int32Array): void {
+  if (!ArrayBuffer.isView(out) || out.buffer !== buffer.buffer) {
+    throw new Error(`${w.model}: ${w.output} was not written into the caller-provided buffer`);
+  }
+  if (w.model.startsWith('identity_') && buffer.some((v, i) => v !== input[i])) {
+    throw new Error(`${w.model}: ${w.output} (in the caller-provided buffer) is not the input`);
+  }
 }
 
 /** One request whose output is compared with its input (identity models). */
@@ -175,18 +222,61 @@ export interface SideResult {
   latencyUs: Latency;
 }
 
+export interface NativeResult extends SideResult {
+  /** CPU time of the native loop's issuing (main) thread / requests (CLOCK_THREAD_CPUTIME_ID). */
+  issuerCpuUsPerRequest: number;
+  /** getrusage(RUSAGE_SELF) user + system (all threads, Triton's too) / requests. */
+  processCpuUsPerRequest: number;
+}
+
+export interface GcKind {
+  count: number;
+  /** Summed duration of these GCs (the JS thread's pause, wall time), ms. */
+  ms: number;
+}
+
+/** GCs of the JS thread(s) during the timed part, by kind (PerformanceObserver 'gc' entries). */
+export interface GcStats {
+  /** Scavenges of the young generation. */
+  minor: GcKind;
+  /** Mark-compacts (external memory, such as 64 KiB output buffers, triggers these). */
+  major: GcKind;
+  /** Incremental marking steps. */
+  incremental: GcKind;
+  /** Weak-callback processing. */
+  weakcb: GcKind;
+  totalMs: number;
+}
+
 export interface BindingResult extends SideResult {
   threads: number;
   /** monitorEventLoopDelay (1 ms resolution) of the main thread during the timed part. */
   eventLoopDelayMs: { p50: number; p99: number; max: number };
   /** performance.eventLoopUtilization of the JS thread(s) during the timed part. */
   eventLoopUtilization: number;
-  /** ELU active time (summed over JS threads) / requests: JS-thread busy time per request. */
-  jsThreadUsPerRequest: number;
+  /**
+   * CPU time of the JS thread(s) / requests (Linux: /proc/thread-self/schedstat,
+   * summed over the workers' threads with --threads); null elsewhere.
+   */
+  jsCpuUsPerRequest: number | null;
   /** The same per response (streams: per streamed response). */
-  jsThreadUsPerResponse: number;
+  jsCpuUsPerResponse: number | null;
+  /**
+   * Time the JS thread(s) were runnable but waited for a core / requests
+   * (schedstat's run-queue delay); null off Linux.
+   */
+  jsRunQueueUsPerRequest: number | null;
+  /**
+   * ELU active time (summed over JS threads) / requests: wall time the JS
+   * thread was outside its poll phase, including time it was descheduled.
+   */
+  eluActiveUsPerRequest: number;
+  /** The same per response. */
+  eluActiveUsPerResponse: number;
   /** process.cpuUsage (all threads, Triton's too) / requests. */
   processCpuUsPerRequest: number;
+  /** With --gc-stats; otherwise null. */
+  gc: GcStats | null;
 }
 
 export interface Soak {
@@ -212,7 +302,7 @@ export interface Soak {
 export interface Point {
   concurrency: number;
   binding: BindingResult;
-  native: SideResult | null;
+  native: NativeResult | null;
   /** binding ÷ native. */
   ratios: { throughput: number; p50Latency: number; p99Latency: number } | null;
   /** binding − native latency (µs): what the binding adds per request. */
@@ -223,6 +313,94 @@ function latencyOf(h: RecordableHistogram): Latency {
   // Recorded in ns; reported in µs.
   const us = (ns: number): number => Math.round(ns / 10) / 100;
   return { p50: us(h.percentile(50)), p90: us(h.percentile(90)), p99: us(h.percentile(99)), max: us(h.max), mean: us(h.mean) };
+}
+
+const SCHEDSTAT = '/proc/thread-self/schedstat';
+const HAS_SCHEDSTAT = process.platform === 'linux' && existsSync(SCHEDSTAT);
+
+interface ThreadTimes {
+  /** Time on a CPU, ns. */
+  cpuNs: number;
+  /** Time runnable on a run queue, waiting for a CPU, ns. */
+  runQueueNs: number;
+}
+
+/**
+ * The calling thread's own scheduler times (Linux), null elsewhere. A sync
+ * read runs on the calling thread, so in a worker these are the worker's.
+ * The kernel updates them at scheduler events and ticks, so each reading
+ * may lag by up to one tick; over a timed part of many requests that is noise.
+ */
+function threadTimes(): ThreadTimes | null {
+  if (!HAS_SCHEDSTAT) return null;
+  const [cpu, wait] = readFileSync(SCHEDSTAT, 'latin1').split(' ');
+  const cpuNs = Number(cpu);
+  const runQueueNs = Number(wait);
+  // A kernel without scheduler statistics prints "0 0 0"; a running thread has never run for 0 ns.
+  return cpuNs > 0 && Number.isFinite(cpuNs) && Number.isFinite(runQueueNs) ? { cpuNs, runQueueNs } : null;
+}
+
+function threadTimesSince(t0: ThreadTimes | null): ThreadTimes | null {
+  const t1 = threadTimes();
+  return t0 && t1 ? { cpuNs: t1.cpuNs - t0.cpuNs, runQueueNs: t1.runQueueNs - t0.runQueueNs } : null;
+}
+
+const emptyGc = (): GcStats => ({
+  minor: { count: 0, ms: 0 },
+  major: { count: 0, ms: 0 },
+  incremental: { count: 0, ms: 0 },
+  weakcb: { count: 0, ms: 0 },
+  totalMs: 0,
+});
+
+const GC_KINDS: Array<[number, 'minor' | 'major' | 'incremental' | 'weakcb']> = [
+  [perfConstants.NODE_PERFORMANCE_GC_MINOR, 'minor'],
+  [perfConstants.NODE_PERFORMANCE_GC_MAJOR, 'major'],
+  [perfConstants.NODE_PERFORMANCE_GC_INCREMENTAL, 'incremental'],
+  [perfConstants.NODE_PERFORMANCE_GC_WEAKCB, 'weakcb'],
+];
+
+/** Counts this thread's GCs from now until stop() (entries that started in between). */
+function recordGc(): { stop: () => Promise<GcStats> } {
+  const stats = emptyGc();
+  const start = performance.now();
+  let end = Infinity;
+  const add = (entries: PerformanceEntry[]): void => {
+    for (const e of entries) {
+      if (e.startTime < start || e.startTime > end) continue;
+      const kind = (e as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind;
+      const name = GC_KINDS.find(([k]) => k === kind)?.[1];
+      if (!name) continue;
+      stats[name].count++;
+      stats[name].ms += e.duration;
+      stats.totalMs += e.duration;
+    }
+  };
+  const observer = new PerformanceObserver((list) => add(list.getEntries()));
+  observer.observe({ entryTypes: ['gc'] });
+  return {
+    stop: async () => {
+      end = performance.now();
+      // Node queues a GC's entry from a later task; let the last ones arrive.
+      await new Promise((done) => setImmediate(done));
+      add(observer.takeRecords());
+      observer.disconnect();
+      return stats;
+    },
+  };
+}
+
+function sumGc(list: Array<GcStats | null>): GcStats | null {
+  if (list.some((g) => g === null)) return null;
+  const total = emptyGc();
+  for (const g of list as GcStats[]) {
+    for (const [, name] of GC_KINDS) {
+      total[name].count += g[name].count;
+      total[name].ms += g[name].ms;
+    }
+    total.totalMs += g.totalMs;
+  }
+  return total;
 }
 
 /** The progress bar's state; drawn only on a TTY. */
@@ -248,6 +426,8 @@ interface Plan {
   /** Seconds; > 0 replaces the request count. */
   duration: number;
   warmup: number;
+  /** --gc-stats: count GCs during each timed part. */
+  gcStats: boolean;
 }
 
 interface LoopResult {
@@ -268,7 +448,7 @@ interface Checkpoint {
  * spent in checkpoints is not counted in `seconds`.
  */
 async function closedLoop(
-  one: () => Promise<number>,
+  one: OneRequest,
   concurrency: number,
   plan: { requests: number; duration: number },
   h: RecordableHistogram | null,
@@ -291,14 +471,14 @@ async function closedLoop(
     await checkpoint!.run(at);
     pausedMs += performance.now() - t0;
   };
-  const worker = async (): Promise<void> => {
+  const worker = async (slot: number): Promise<void> => {
     for (;;) {
       while (gate) await gate;
       if (!more()) return;
       issued++;
       inFlight++;
       const t0 = performance.now();
-      const n = await one();
+      const n = await one(slot);
       responses += n;
       h?.record(Math.max(1, Math.round((performance.now() - t0) * 1e6)));
       inFlight--;
@@ -311,7 +491,7 @@ async function closedLoop(
     }
   };
   const lanes = deadline > 0 ? concurrency : Math.min(concurrency, plan.requests);
-  await Promise.all(Array.from({ length: lanes }, worker));
+  await Promise.all(Array.from({ length: lanes }, (_, slot) => worker(slot)));
   return { requests: completed, responses, seconds: (performance.now() - start - pausedMs) / 1000 };
 }
 
@@ -358,12 +538,16 @@ async function runBindingPoint(
       }
     : undefined;
   delay.enable();
+  const gc = plan.gcStats ? recordGc() : null;
   const elu0 = performance.eventLoopUtilization();
   const cpu0 = process.cpuUsage();
+  const thread0 = threadTimes();
   const loop = await closedLoop(one, concurrency, plan, h, checkpoint);
+  const thread = threadTimesSince(thread0);
   const cpu = process.cpuUsage(cpu0);
   const elu = performance.eventLoopUtilization(elu0);
   delay.disable();
+  const gcStats = gc ? await gc.stop() : null;
 
   const result: BindingResult = {
     ...loop,
@@ -376,9 +560,13 @@ async function runBindingPoint(
       max: delay.max / 1e6,
     },
     eventLoopUtilization: elu.utilization,
-    jsThreadUsPerRequest: (elu.active * 1000) / loop.requests,
-    jsThreadUsPerResponse: (elu.active * 1000) / Math.max(1, loop.responses),
+    jsCpuUsPerRequest: thread ? thread.cpuNs / 1000 / loop.requests : null,
+    jsCpuUsPerResponse: thread ? thread.cpuNs / 1000 / Math.max(1, loop.responses) : null,
+    jsRunQueueUsPerRequest: thread ? thread.runQueueNs / 1000 / loop.requests : null,
+    eluActiveUsPerRequest: (elu.active * 1000) / loop.requests,
+    eluActiveUsPerResponse: (elu.active * 1000) / Math.max(1, loop.responses),
     processCpuUsPerRequest: (cpu.user + cpu.system) / loop.requests,
+    gc: gcStats,
   };
   if (!soak) return { result, soak: null };
 
@@ -420,6 +608,9 @@ interface WorkerReport {
   requests: number;
   responses: number;
   eluActiveMs: number;
+  /** The worker's own thread over its timed part (null off Linux). */
+  thread: ThreadTimes | null;
+  gc: GcStats | null;
 }
 
 type Attach = (handle: unknown) => Server | Promise<Server>;
@@ -452,28 +643,34 @@ async function workerMain(input: WorkerInput): Promise<void> {
     parentPort!.once('message', () => go());
     parentPort!.postMessage('ready');
   });
+  const gc = input.plan.gcStats ? recordGc() : null;
   const elu0 = performance.eventLoopUtilization();
+  const thread0 = threadTimes();
   let requests = 0;
   let responses = 0;
   const deadline = input.plan.duration > 0 ? performance.now() + input.plan.duration * 1000 : 0;
   const share = Math.ceil(input.plan.requests);
   let issued = 0;
-  const lane = async (): Promise<void> => {
+  const lane = async (slot: number): Promise<void> => {
     while (deadline > 0 ? performance.now() < deadline : issued < share) {
       issued++;
       const t0 = performance.now();
-      const n = await one();
+      const n = await one(slot);
       responses += n;
       latencies.push((performance.now() - t0) * 1e6);
       requests++;
     }
   };
-  await Promise.all(Array.from({ length: input.concurrency }, lane));
+  await Promise.all(Array.from({ length: input.concurrency }, (_, slot) => lane(slot)));
+  const thread = threadTimesSince(thread0);
+  const eluActiveMs = performance.eventLoopUtilization(elu0).active;
   const report: WorkerReport = {
     latenciesNs: Float64Array.from(latencies),
     requests,
     responses,
-    eluActiveMs: performance.eventLoopUtilization(elu0).active,
+    eluActiveMs,
+    thread,
+    gc: gc ? await gc.stop() : null,
   };
   parentPort!.postMessage(report, [report.latenciesNs.buffer as ArrayBuffer]);
 }
@@ -536,6 +733,9 @@ async function runThreadsPoint(
   const requests = done.reduce((a, r) => a + r.requests, 0);
   const responses = done.reduce((a, r) => a + r.responses, 0);
   const active = done.reduce((a, r) => a + r.eluActiveMs, 0);
+  // Summed over the workers' JS threads; null when any could not read its own.
+  const cpuNs = done.every((r) => r.thread) ? done.reduce((a, r) => a + r.thread!.cpuNs, 0) : null;
+  const runQueueNs = done.every((r) => r.thread) ? done.reduce((a, r) => a + r.thread!.runQueueNs, 0) : null;
   return {
     requests,
     responses,
@@ -545,9 +745,13 @@ async function runThreadsPoint(
     threads,
     eventLoopDelayMs: { p50: delay.percentile(50) / 1e6, p99: delay.percentile(99) / 1e6, max: delay.max / 1e6 },
     eventLoopUtilization: active / (seconds * 1000 * threads),
-    jsThreadUsPerRequest: (active * 1000) / requests,
-    jsThreadUsPerResponse: (active * 1000) / Math.max(1, responses),
+    jsCpuUsPerRequest: cpuNs === null ? null : cpuNs / 1000 / requests,
+    jsCpuUsPerResponse: cpuNs === null ? null : cpuNs / 1000 / Math.max(1, responses),
+    jsRunQueueUsPerRequest: runQueueNs === null ? null : runQueueNs / 1000 / requests,
+    eluActiveUsPerRequest: (active * 1000) / requests,
+    eluActiveUsPerResponse: (active * 1000) / Math.max(1, responses),
     processCpuUsPerRequest: (cpu.user + cpu.system) / requests,
+    gc: plan.gcStats ? sumGc(done.map((r) => r.gc)) : null,
   };
 }
 
@@ -560,7 +764,7 @@ async function runNativePoint(
   w: Workload,
   concurrency: number,
   plan: Plan,
-): Promise<SideResult> {
+): Promise<NativeResult> {
   const args = [
     library, MODELS,
     '--model', w.model,
@@ -579,21 +783,35 @@ async function runNativePoint(
     seconds: number;
     perSecond: number;
     latencyUs: Latency;
+    issuerCpuUsPerRequest?: number;
+    processCpuUsPerRequest?: number;
   };
+  if (typeof r.issuerCpuUsPerRequest !== 'number' || typeof r.processCpuUsPerRequest !== 'number') {
+    throw new Error(`native loop ${nativeLoop} prints no CPU times: rebuild it (npm run build:testcore)`);
+  }
   if (w.responsesPerRequest !== null && r.responses !== r.requests * w.responsesPerRequest) {
     throw new Error(`native loop: ${r.responses} responses to ${r.requests} requests, expected ${w.responsesPerRequest} each`);
   }
-  return { requests: r.requests, responses: r.responses, seconds: r.seconds, throughput: r.perSecond, latencyUs: r.latencyUs };
+  return {
+    requests: r.requests,
+    responses: r.responses,
+    seconds: r.seconds,
+    throughput: r.perSecond,
+    latencyUs: r.latencyUs,
+    issuerCpuUsPerRequest: r.issuerCpuUsPerRequest,
+    processCpuUsPerRequest: r.processCpuUsPerRequest,
+  };
 }
 
 // --- report -----------------------------------------------------------------
 
-function table(points: Point[]): string {
+function table(points: Point[], stream: boolean): string {
   const header = [
     'C', 'binding req/s', 'native req/s', 'b/n', 'p50 b / n µs', 'p99 b / n µs', 'max b µs',
-    'added p50 µs', 'JS µs/req', 'JS µs/resp', 'EL p99 ms',
+    'added p50 µs', 'JS CPU µs/req', ...(stream ? ['JS CPU µs/resp'] : []), 'n issuer CPU µs/req',
+    'ELU µs/req', 'proc CPU µs/req b / n', 'EL p99 ms',
   ];
-  const f = (v: number | undefined, digits = 1): string => (v === undefined ? '—' : v.toFixed(digits));
+  const f = (v: number | null | undefined, digits = 1): string => (v === undefined || v === null ? '—' : v.toFixed(digits));
   const rate = (v: number | undefined): string => (v === undefined ? '—' : Math.round(v).toLocaleString('en-US'));
   const rows = points.map((p) => [
     String(p.concurrency),
@@ -604,8 +822,11 @@ function table(points: Point[]): string {
     `${f(p.binding.latencyUs.p99)} / ${f(p.native?.latencyUs.p99)}`,
     f(p.binding.latencyUs.max),
     f(p.addedLatencyUs?.p50),
-    f(p.binding.jsThreadUsPerRequest, 2),
-    f(p.binding.jsThreadUsPerResponse, 2),
+    f(p.binding.jsCpuUsPerRequest, 2),
+    ...(stream ? [f(p.binding.jsCpuUsPerResponse, 2)] : []),
+    f(p.native?.issuerCpuUsPerRequest, 2),
+    f(p.binding.eluActiveUsPerRequest, 2),
+    `${f(p.binding.processCpuUsPerRequest, 2)} / ${f(p.native?.processCpuUsPerRequest, 2)}`,
     f(p.binding.eventLoopDelayMs.p99, 2),
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
@@ -613,15 +834,32 @@ function table(points: Point[]): string {
   return [line(header), `|${widths.map((w) => `${'-'.repeat(w + 1)}:`).join('|')}`.concat('|'), ...rows.map(line)].join('\n');
 }
 
+/** One line per point: the GCs of the timed part (--gc-stats). */
+function gcLine(p: Point): string | null {
+  const g = p.binding.gc;
+  if (!g) return null;
+  const part = (name: string, k: GcKind): string => `${k.count} ${name} (${k.ms.toFixed(1)} ms)`;
+  const share = (g.totalMs / (p.binding.seconds * 1000 * p.binding.threads)) * 100;
+  return `GC C=${p.concurrency}: ${part('minor', g.minor)}, ${part('major', g.major)}, ${part('incremental', g.incremental)}, ` +
+    `${part('weak-callback', g.weakcb)}; ${g.totalMs.toFixed(1)} ms in all, ${share.toFixed(1)} % of the timed part` +
+    ` (${((g.major.count + g.minor.count) / (p.binding.requests / 1000)).toFixed(2)} minor + major per 1000 requests)`;
+}
+
 export interface Summary {
-  /** JS-thread busy time per request at the highest concurrency (ELU active × wall / requests). */
-  jsThreadUsPerRequestAtMaxC: number;
+  /** JS-thread CPU time per request at the highest concurrency (schedstat; null off Linux): the issue's target. */
+  jsCpuUsPerRequestAtMaxC: number | null;
+  /** The native loop's issuing-thread CPU time per request at the highest concurrency. */
+  nativeIssuerCpuUsPerRequestAtMaxC: number | null;
+  /** ELU active time per request at the highest concurrency (includes time the JS thread was descheduled). */
+  eluActiveUsPerRequestAtMaxC: number;
   maxConcurrency: number;
   /** binding p50 − native p50 at C=1, when C=1 was measured with the baseline. */
   addedLatencyUsAtC1: number | null;
   throughputRatioAtMaxC: number | null;
-  /** JS-thread busy time per response at the highest concurrency (streams). */
-  jsThreadUsPerResponseAtMaxC: number;
+  /** JS-thread CPU time per response at the highest concurrency (streams). */
+  jsCpuUsPerResponseAtMaxC: number | null;
+  /** ELU active time per response at the highest concurrency (streams). */
+  eluActiveUsPerResponseAtMaxC: number;
   /** The worst event-loop p99 of the sweep. */
   eventLoopP99MsMax: number;
 }
@@ -630,21 +868,25 @@ function summarize(points: Point[]): Summary {
   const last = points[points.length - 1]!;
   const c1 = points.find((p) => p.concurrency === 1);
   return {
-    jsThreadUsPerRequestAtMaxC: last.binding.jsThreadUsPerRequest,
+    jsCpuUsPerRequestAtMaxC: last.binding.jsCpuUsPerRequest,
+    nativeIssuerCpuUsPerRequestAtMaxC: last.native?.issuerCpuUsPerRequest ?? null,
+    eluActiveUsPerRequestAtMaxC: last.binding.eluActiveUsPerRequest,
     maxConcurrency: last.concurrency,
     addedLatencyUsAtC1: c1?.addedLatencyUs?.p50 ?? null,
     throughputRatioAtMaxC: last.ratios?.throughput ?? null,
-    jsThreadUsPerResponseAtMaxC: last.binding.jsThreadUsPerResponse,
+    jsCpuUsPerResponseAtMaxC: last.binding.jsCpuUsPerResponse,
+    eluActiveUsPerResponseAtMaxC: last.binding.eluActiveUsPerResponse,
     eventLoopP99MsMax: Math.max(...points.map((p) => p.binding.eventLoopDelayMs.p99)),
   };
 }
 
 // --- main -------------------------------------------------------------------
 
-const USAGE = `usage: npm run bench -- [--scenario small|large|bytes|stream|soak] [--model NAME]
+const USAGE = `usage: npm run bench -- [--scenario small|large|large-reuse|bytes|stream|soak] [--model NAME]
   [--shape D0,D1,..] [--datatype FP32|INT32|BYTES] [--batch N] [--concurrency 1:64:x2]
   [--requests N | --duration S] [--warmup N] [--library PATH] [--native-loop PATH]
-  [--backend-directory DIR] [--no-native] [--threads N] [--json FILE] [--chart FILE]`;
+  [--backend-directory DIR] [--no-native] [--threads N] [--output-buffers] [--gc-stats]
+  [--json FILE] [--chart FILE]`;
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -663,6 +905,8 @@ async function main(): Promise<void> {
       'backend-directory': { type: 'string' },
       'no-native': { type: 'boolean', default: false },
       threads: { type: 'string' },
+      'output-buffers': { type: 'boolean' },
+      'gc-stats': { type: 'boolean', default: false },
       json: { type: 'string' },
       chart: { type: 'string' },
       help: { type: 'boolean', default: false },
@@ -685,7 +929,8 @@ async function main(): Promise<void> {
   const warmup = values.warmup !== undefined ? Number(values.warmup) : Math.min(2_000, Math.max(50, Math.round(requests / 10)));
   if (!Number.isInteger(warmup) || warmup < 0) throw new Error(`--warmup needs an integer >= 0, got '${values.warmup}'`);
   const threads = positive('threads', values.threads, true) ?? 0;
-  const plan: Plan = { requests, duration, warmup };
+  const plan: Plan = { requests, duration, warmup, gcStats: values['gc-stats'] };
+  const outputBuffers = values['output-buffers'] ?? preset.outputBuffers;
 
   const library = resolve(values.library ?? process.env.TRITONSERVER_LIBRARY ?? join(TEST_CORE_DIR, 'libtritonserver.so'));
   if (!existsSync(library)) throw new Error(`library not found: ${library} (npm run build:testcore, or --library PATH)`);
@@ -734,6 +979,17 @@ async function main(): Promise<void> {
     const datatype = (values.datatype ?? (values.model ? input.datatype : preset.datatype)) as DataType;
     if (!['FP32', 'INT32', 'BYTES'].includes(datatype)) throw new Error(`--datatype: ${datatype} is not FP32, INT32 or BYTES`);
     const decoupled = (await model.transactionProperties()).decoupled;
+    const output = meta.outputs[0];
+    if (outputBuffers) {
+      if (decoupled) throw new Error(`--output-buffers: ${modelName} is decoupled (model.stream); the option is for model.infer of identity models`);
+      if (!output) throw new Error(`--output-buffers: ${modelName} has no outputs`);
+      if (datatype === 'BYTES' || output.datatype === 'BYTES') {
+        throw new Error(
+          `--output-buffers: ${modelName} sends or returns BYTES, whose output size is known only from the response; ` +
+            'the option needs a numeric (FP32 or INT32) identity model, whose output has the input\'s byte size',
+        );
+      }
+    }
     const w: Workload = {
       model: modelName,
       input: input.name,
@@ -742,10 +998,13 @@ async function main(): Promise<void> {
       stream: decoupled,
       // repeat_int32 answers once per element; for other models the count is not known.
       responsesPerRequest: modelName === 'repeat_int32' ? elementCount(shape) : decoupled ? null : 1,
+      outputBuffers,
+      output: outputBuffers ? output!.name : null,
     };
     log(`workload ${w.model} ${w.input} ${w.datatype} [${w.shape.join(', ')}]${w.stream ? ' (stream)' : ''}, ` +
       `C ${sweep.join(' ')}, ${duration > 0 ? `${duration} s` : `${requests} requests`} per point, warm-up ${warmup}` +
-      (threads > 0 ? `, ${threads} worker threads sharing the server` : ''));
+      (threads > 0 ? `, ${threads} worker threads sharing the server` : '') +
+      (outputBuffers ? `, ${w.output} into a caller-provided buffer per in-flight slot` : ''));
     await checkIdentity(model, w);
 
     let handle: unknown;
@@ -764,7 +1023,7 @@ async function main(): Promise<void> {
     const points: Point[] = [];
     let soak: Soak | null = null;
     for (const c of sweep) {
-      let native: SideResult | null = null;
+      let native: NativeResult | null = null;
       if (withNative) {
         progress.label = `C=${c} native`;
         native = await runNativePoint(nativeLoop, library, backendDirectory, w, c, plan);
@@ -800,6 +1059,7 @@ async function main(): Promise<void> {
       points.push(point);
       if (!progress.tty) {
         log(`C=${c}: binding ${Math.round(binding.throughput)} req/s p99 ${binding.latencyUs.p99} µs` +
+          (binding.jsCpuUsPerRequest !== null ? ` JS CPU ${binding.jsCpuUsPerRequest.toFixed(2)} µs/req` : '') +
           (native ? `; native ${Math.round(native.throughput)} req/s p99 ${native.latencyUs.p99} µs` : ''));
       }
     }
@@ -809,17 +1069,28 @@ async function main(): Promise<void> {
     const summary = summarize(points);
 
     log('');
-    log(table(points));
+    log(table(points, w.stream));
+    for (const p of points) {
+      const line = gcLine(p);
+      if (line) log(line);
+    }
     log(
       '\nb/n: binding ÷ native throughput. added p50: binding p50 − native p50 latency. ' +
-        'JS µs/req: event-loop-utilization active time of the JS thread(s) ÷ requests (JS-thread busy time). ' +
-        'EL p99: event-loop delay p99 of the main thread.',
+        'JS CPU µs/req: CPU time of the JS thread(s) ÷ requests (/proc/thread-self/schedstat; — off Linux). ' +
+        'n issuer CPU µs/req: the same for the native loop\'s issuing thread. ' +
+        'ELU µs/req: event-loop-utilization active time ÷ requests (wall time, counts time the JS thread was runnable but descheduled). ' +
+        'proc CPU: all threads of each process (Triton\'s too) ÷ requests. EL p99: event-loop delay p99 of the main thread.',
     );
+    const us = (v: number | null): string => (v === null ? '—' : v.toFixed(2));
     log(
-      `summary: JS ${summary.jsThreadUsPerRequestAtMaxC.toFixed(2)} µs/request at C=${summary.maxConcurrency}` +
+      `summary: JS-thread CPU ${us(summary.jsCpuUsPerRequestAtMaxC)} µs/request at C=${summary.maxConcurrency}` +
+        (summary.nativeIssuerCpuUsPerRequestAtMaxC !== null ? ` (native issuing thread ${us(summary.nativeIssuerCpuUsPerRequestAtMaxC)})` : '') +
+        `, ELU active ${us(summary.eluActiveUsPerRequestAtMaxC)} µs/request` +
         (summary.addedLatencyUsAtC1 !== null ? `, added latency at C=1 ${summary.addedLatencyUsAtC1.toFixed(1)} µs` : '') +
         (summary.throughputRatioAtMaxC !== null ? `, throughput ratio at C=${summary.maxConcurrency} ${summary.throughputRatioAtMaxC.toFixed(3)}` : '') +
-        (w.stream ? `, JS ${summary.jsThreadUsPerResponseAtMaxC.toFixed(2)} µs per streamed response` : '') +
+        (w.stream
+          ? `, JS-thread CPU ${us(summary.jsCpuUsPerResponseAtMaxC)} µs (ELU active ${us(summary.eluActiveUsPerResponseAtMaxC)} µs) per streamed response`
+          : '') +
         `, event-loop p99 ≤ ${summary.eventLoopP99MsMax.toFixed(2)} ms`,
     );
     if (soak) {
@@ -840,7 +1111,7 @@ async function main(): Promise<void> {
         library,
         nativeLoop: withNative ? nativeLoop : null,
         workload: w,
-        options: { concurrency: sweep, requests, duration, warmup, threads },
+        options: { concurrency: sweep, requests, duration, warmup, threads, outputBuffers, gcStats: plan.gcStats },
         points,
         summary,
         soak,

@@ -16,8 +16,8 @@ interface Report {
   machine: { node: string; cpus: number; cpuModel: string; loadAverageAtStart: number[]; loadAverageAtEnd: number[] };
   library: string;
   nativeLoop: string | null;
-  workload: { model: string; input: string; datatype: string; shape: number[]; stream: boolean };
-  options: { concurrency: number[]; requests: number };
+  workload: { model: string; input: string; datatype: string; shape: number[]; stream: boolean; outputBuffers: boolean; output: string | null };
+  options: { concurrency: number[]; requests: number; outputBuffers: boolean; gcStats: boolean };
   points: Array<Record<string, unknown> & { concurrency: number; binding: Record<string, unknown>; native: Record<string, unknown> }>;
   summary: Record<string, unknown>;
   soak: unknown;
@@ -33,6 +33,38 @@ function expectLatency(value: unknown): void {
   expect(latency.p99).toBeLessThanOrEqual(latency.max!);
 }
 
+/** A thread-CPU figure: a number ≥ 0 read from /proc/thread-self/schedstat on Linux, null elsewhere. */
+function expectThreadFigure(value: unknown): void {
+  if (process.platform === 'linux') {
+    expect(typeof value).toBe('number');
+    expect(Number.isFinite(value)).toBe(true);
+    expect(value as number).toBeGreaterThanOrEqual(0);
+  } else {
+    expect(value).toBeNull();
+  }
+}
+
+function expectGcStats(value: unknown): void {
+  const gc = value as Record<string, { count: number; ms: number }> & { totalMs: number };
+  expect(Object.keys(gc).sort()).toEqual(['incremental', 'major', 'minor', 'totalMs', 'weakcb']);
+  let ms = 0;
+  for (const kind of ['minor', 'major', 'incremental', 'weakcb']) {
+    expect(Number.isInteger(gc[kind]!.count), kind).toBe(true);
+    expect(gc[kind]!.count).toBeGreaterThanOrEqual(0);
+    expect(gc[kind]!.ms).toBeGreaterThanOrEqual(0);
+    if (gc[kind]!.count === 0) expect(gc[kind]!.ms).toBe(0);
+    ms += gc[kind]!.ms;
+  }
+  expect(gc.totalMs).toBeCloseTo(ms, 6);
+}
+
+const run = (args: string[]) =>
+  execFileAsync(process.execPath, ['--expose-gc', '--import', 'tsx', join(REPO_ROOT, 'bench', 'perf.ts'), ...args], {
+    cwd: REPO_ROOT,
+    env: process.env,
+    timeout: 60_000,
+  });
+
 describe('bench/perf.ts', () => {
   let dir = '';
   let report: Report;
@@ -41,15 +73,10 @@ describe('bench/perf.ts', () => {
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'tritonserver-node-bench-'));
     const json = join(dir, 'out.json');
-    const result = await execFileAsync(
-      process.execPath,
-      [
-        '--expose-gc', '--import', 'tsx', join(REPO_ROOT, 'bench', 'perf.ts'),
-        '--requests', '200', '--concurrency', '1:2:x2', '--warmup', '20',
-        '--json', json, '--chart', join(dir, 'out.svg'),
-      ],
-      { cwd: REPO_ROOT, env: process.env, timeout: 60_000 },
-    );
+    const result = await run([
+      '--requests', '200', '--concurrency', '1:2:x2', '--warmup', '20', '--gc-stats',
+      '--json', json, '--chart', join(dir, 'out.svg'),
+    ]);
     stdout = result.stdout;
     report = JSON.parse(await readFile(json, 'utf8')) as Report;
   }, 60_000);
@@ -66,8 +93,10 @@ describe('bench/perf.ts', () => {
     expect(report.machine.loadAverageAtEnd).toHaveLength(3);
     expect(report.library).toBe(resolve(process.env.TRITONSERVER_LIBRARY!));
     expect(report.nativeLoop).toMatch(/bench_native_loop$/);
-    expect(report.workload).toMatchObject({ model: 'identity_fp32', input: 'INPUT0', datatype: 'FP32', shape: [1, 16], stream: false });
-    expect(report.options).toMatchObject({ concurrency: [1, 2], requests: 200 });
+    expect(report.workload).toMatchObject({
+      model: 'identity_fp32', input: 'INPUT0', datatype: 'FP32', shape: [1, 16], stream: false, outputBuffers: false, output: null,
+    });
+    expect(report.options).toMatchObject({ concurrency: [1, 2], requests: 200, outputBuffers: false, gcStats: true });
     expect(report.soak).toBeNull();
   });
 
@@ -87,9 +116,16 @@ describe('bench/perf.ts', () => {
       expect(Object.keys(binding.eventLoopDelayMs as object).sort()).toEqual(['max', 'p50', 'p99']);
       expect(binding.eventLoopUtilization).toBeGreaterThan(0);
       expect(binding.eventLoopUtilization).toBeLessThanOrEqual(1);
-      expect(binding.jsThreadUsPerRequest).toBeGreaterThan(0);
-      expect(binding.jsThreadUsPerResponse).toBe(binding.jsThreadUsPerRequest);
+      expect(binding.eluActiveUsPerRequest).toBeGreaterThan(0);
+      expect(binding.eluActiveUsPerResponse).toBe(binding.eluActiveUsPerRequest);
+      expectThreadFigure(binding.jsCpuUsPerRequest);
+      expect(binding.jsCpuUsPerResponse).toBe(binding.jsCpuUsPerRequest);
+      expectThreadFigure(binding.jsRunQueueUsPerRequest);
       expect(binding.processCpuUsPerRequest).toBeGreaterThan(0);
+      expectGcStats(binding.gc);
+      const native = point.native as Record<string, number>;
+      expect(native.issuerCpuUsPerRequest).toBeGreaterThan(0);
+      expect(native.processCpuUsPerRequest).toBeGreaterThan(0);
       const ratios = point.ratios as Record<string, number>;
       expect(Object.keys(ratios).sort()).toEqual(['p50Latency', 'p99Latency', 'throughput']);
       for (const r of Object.values(ratios)) expect(r).toBeGreaterThan(0);
@@ -103,9 +139,15 @@ describe('bench/perf.ts', () => {
 
   it('summarizes the targets and writes the chart', async () => {
     expect(report.summary).toMatchObject({ maxConcurrency: 2 });
-    for (const key of ['jsThreadUsPerRequestAtMaxC', 'addedLatencyUsAtC1', 'throughputRatioAtMaxC', 'jsThreadUsPerResponseAtMaxC', 'eventLoopP99MsMax']) {
+    for (const key of [
+      'eluActiveUsPerRequestAtMaxC', 'nativeIssuerCpuUsPerRequestAtMaxC', 'addedLatencyUsAtC1', 'throughputRatioAtMaxC',
+      'eluActiveUsPerResponseAtMaxC', 'eventLoopP99MsMax',
+    ]) {
       expect(typeof report.summary[key], key).toBe('number');
     }
+    expectThreadFigure(report.summary.jsCpuUsPerRequestAtMaxC);
+    expectThreadFigure(report.summary.jsCpuUsPerResponseAtMaxC);
+    expect(report.summary.jsCpuUsPerRequestAtMaxC).toBe(report.points[1]!.binding.jsCpuUsPerRequest);
     const svg = await readFile(join(dir, 'out.svg'), 'utf8');
     expect(svg).toMatch(/^<svg /);
     expect(svg).toContain('throughput (requests/s)');
@@ -115,5 +157,39 @@ describe('bench/perf.ts', () => {
     // Not a TTY: plain lines, no progress bar.
     expect(stdout).not.toContain('\r');
     expect(stdout).toContain('| C | binding req/s');
+    expect(stdout).toContain('JS CPU µs/req');
+    expect(stdout).toMatch(/^GC C=1: \d+ minor/m);
+    expect(stdout).toMatch(/^GC C=2: \d+ minor/m);
+    expect(stdout).toMatch(/^summary: JS-thread CPU /m);
   });
+});
+
+describe('bench/perf.ts --output-buffers', () => {
+  it('runs large-reuse with one caller-provided buffer per slot (each slot checked inside the harness)', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'tritonserver-node-bench-'));
+    try {
+      const json = join(dir, 'reuse.json');
+      await run(['--scenario', 'large-reuse', '--no-native', '--requests', '100', '--concurrency', '1,4', '--warmup', '0', '--json', json]);
+      const report = JSON.parse(await readFile(json, 'utf8')) as Report;
+      expect(report.scenario).toBe('large-reuse');
+      expect(report.workload).toMatchObject({ model: 'identity_fp32', shape: [1, 16384], outputBuffers: true, output: 'OUTPUT0' });
+      expect(report.options).toMatchObject({ outputBuffers: true, gcStats: false });
+      expect(report.points.map((p) => [p.concurrency, p.binding.requests, p.native])).toEqual([[1, 100, null], [4, 100, null]]);
+      for (const point of report.points) {
+        expect(point.binding.gc).toBeNull();
+        expectThreadFigure(point.binding.jsCpuUsPerRequest);
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it('refuses a BYTES model with a message saying why', async () => {
+    const error = await run(['--scenario', 'bytes', '--output-buffers', '--no-native', '--requests', '10']).then(
+      () => null,
+      (e: unknown) => e as { code: number; stderr: string },
+    );
+    expect(error?.code).toBe(1);
+    expect(error?.stderr).toContain('--output-buffers: identity_bytes sends or returns BYTES');
+  }, 60_000);
 });
