@@ -27,7 +27,7 @@ import {
   type TraceOptions,
 } from './observability/tracing.js';
 import type { InferenceObserver } from './observability/package-metrics.js';
-import { normalizeInput, outputTensor, type DataType, type InputValue, type Tensor } from './tensor.js';
+import { appendPlainInput, normalizeInput, outputTensor, type DataType, type InputValue, type Tensor } from './tensor.js';
 
 export interface SequenceOptions {
   /** Correlation id of the sequence (Triton's `correlation_id`). */
@@ -117,6 +117,9 @@ interface ConfigJson {
   input?: Array<{ name: string; optional?: boolean }>;
 }
 
+/** A stream left early: its remaining completions only free their resources. */
+const IGNORE_COMPLETIONS: Waiter = { complete() {} };
+
 const SEQUENCE_START = 1;
 const SEQUENCE_END = 2;
 
@@ -131,7 +134,16 @@ interface Completion {
   outputs: Array<string | number | ArrayBuffer>;
 }
 
-type Handler = (completion: Completion) => void;
+/** What waits for a request's completions (routed by its token). */
+interface Waiter {
+  complete(
+    final: boolean,
+    error: TritonError | undefined,
+    version: number | undefined,
+    parameters: Record<string, string | number | boolean> | undefined,
+    outputs: Array<string | number | ArrayBuffer>,
+  ): void;
+}
 
 /** A traced request's settings, fixed when `infer()`/`stream()` is called. */
 interface Tracing {
@@ -173,9 +185,15 @@ function hasResponse(completion: Completion): boolean {
   return completion.error !== undefined || completion.version !== undefined;
 }
 
-function toResponse(completion: Completion, model: string, request: InferenceRequest): InferenceResponse {
+function toResponse(
+  version: number | undefined,
+  parameters: Record<string, string | number | boolean> | undefined,
+  fields: Array<string | number | ArrayBuffer>,
+  final: boolean,
+  model: string,
+  request: InferenceRequest,
+): InferenceResponse {
   const outputs: Record<string, Tensor> = {};
-  const fields = completion.outputs;
   for (let i = 0; i < fields.length; ) {
     const name = fields[i++] as string;
     const datatype = fields[i++] as number;
@@ -192,12 +210,113 @@ function toResponse(completion: Completion, model: string, request: InferenceReq
     }
   }
   return {
-    model: { name: model, version: completion.version ?? -1 },
+    model: { name: model, version: version ?? -1 },
     id: request.id ?? '',
     outputs,
-    parameters: completion.parameters ?? {},
-    final: completion.final,
+    parameters: parameters ?? {},
+    final,
   };
+}
+
+/**
+ * One infer() call waiting for its response: one object per request, which
+ * is also its abort listener (`handleEvent`), rather than a set of closures.
+ */
+class PendingInference implements Waiter {
+  token = 0;
+  trace: Promise<InferenceTrace> | undefined;
+  #version: number | undefined;
+  #parameters: Record<string, string | number | boolean> | undefined;
+  #outputs: Array<string | number | ArrayBuffer> | undefined;
+  #extraResponses = 0;
+  #settled = false;
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    readonly model: string,
+    readonly request: InferenceRequest,
+    readonly resolve: (response: InferenceResponse) => void,
+    readonly reject: (error: unknown) => void,
+    readonly cancel: (token: number) => void,
+  ) {}
+
+  /** Listens for the caller's abort signal and timeout. */
+  arm(): void {
+    const { signal, timeoutMs } = this.request;
+    signal?.addEventListener('abort', this, { once: true });
+    if (timeoutMs !== undefined) {
+      this.#timer = setTimeout(() => {
+        if (!this.#settle()) return;
+        this.cancel(this.token);
+        this.reject(cancelled(`the request timed out after ${timeoutMs} ms`));
+      }, timeoutMs);
+    }
+  }
+
+  /** The abort signal fired. */
+  handleEvent(): void {
+    if (!this.#settle()) return;
+    this.cancel(this.token);
+    this.reject(cancelled('the request was aborted', this.request.signal?.reason));
+  }
+
+  complete(
+    final: boolean,
+    error: TritonError | undefined,
+    version: number | undefined,
+    parameters: Record<string, string | number | boolean> | undefined,
+    outputs: Array<string | number | ArrayBuffer>,
+  ): void {
+    if (this.#settled) return;
+    if (error !== undefined) {
+      if (this.#settle()) this.reject(error);
+      return;
+    }
+    if (version !== undefined) {
+      if (this.#outputs === undefined) {
+        this.#version = version;
+        this.#parameters = parameters;
+        this.#outputs = outputs;
+      } else {
+        this.#extraResponses++;
+      }
+    }
+    if (!final || !this.#settle()) return;
+    const model = this.model;
+    if (this.#outputs === undefined) {
+      this.reject(new TritonError('INTERNAL', `model '${model}' completed the request without a response`));
+    } else if (this.#extraResponses > 0) {
+      this.reject(
+        new TritonError(
+          'UNSUPPORTED',
+          `model '${model}' sent ${this.#extraResponses + 1} responses to one request; use model.stream() for decoupled models`,
+        ),
+      );
+    } else {
+      try {
+        const result = toResponse(this.#version, this.#parameters, this.#outputs, true, model, this.request);
+        const trace = this.trace;
+        if (trace === undefined) {
+          this.resolve(result);
+        } else {
+          trace.then((timeline) => {
+            result.trace = timeline;
+            this.resolve(result);
+          }, this.reject);
+        }
+      } catch (failure) {
+        this.reject(failure);
+      }
+    }
+  }
+
+  #settle(): boolean {
+    if (this.#settled) return false;
+    this.#settled = true;
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.request.signal?.removeEventListener('abort', this);
+    return true;
+  }
 }
 
 function formatShape(shape: readonly number[]): string {
@@ -206,9 +325,11 @@ function formatShape(shape: readonly number[]): string {
 
 export class Inference {
   #native: NativeServer | undefined;
-  readonly #pending = new Map<number, Handler>();
+  readonly #pending = new Map<number, Waiter>();
   readonly #infoLoading = new Map<string, Promise<ModelInfo>>();
-  readonly #info = new Map<string, ModelInfo>();
+  /** Model name → version → what infer() checks requests against. */
+  readonly #info = new Map<string, Map<number, ModelInfo>>();
+  readonly #cancelToken = (token: number): void => this.#cancel(token);
   /** Package metrics, when enabled (`server.packageMetrics()`). */
   observer: InferenceObserver | undefined;
 
@@ -231,13 +352,13 @@ export class Inference {
 
   /** Receives each completion the addon drains, routed by token. */
   readonly onResponse: NativeResponseCallback = (token, final, error, version, parameters, ...outputs) => {
-    const handler = this.#pending.get(token);
+    const waiter = this.#pending.get(token);
     if (final) {
       if (this.#pending.delete(token)) pendingRequests.count--;
       this.observer?.finished(token);
     }
     try {
-      handler?.({ final, error, version, parameters, outputs });
+      waiter?.complete(final, error, version, parameters, outputs);
     } catch (failure) {
       // One broken handler must not cost the others their responses.
       queueMicrotask(() => {
@@ -247,9 +368,9 @@ export class Inference {
   };
 
   /** Waits for the request's completions (until its FINAL one). */
-  #await(token: number, handler: Handler): void {
+  #await(token: number, waiter: Waiter): void {
     if (!this.#pending.has(token)) pendingRequests.count++;
-    this.#pending.set(token, handler);
+    this.#pending.set(token, waiter);
   }
 
   /** Drops cached metadata (a model was loaded, unloaded or reloaded). */
@@ -261,14 +382,12 @@ export class Inference {
   /** `version` applies unless the request names its own `modelVersion`. */
   infer(model: string, defaultVersion: number, request: InferenceRequest): Promise<InferenceResponse> {
     let version: number;
-    let key: string;
     let info: ModelInfo | undefined;
     try {
       checkRequest(request);
       pinInputs(request.inputs, request.outputs);
       version = request.modelVersion ?? defaultVersion;
-      key = `${model}\u0000${version}`;
-      info = this.#info.get(key);
+      info = this.#info.get(model)?.get(version);
       // The common case without an await (one promise, no extra tick).
       if (info !== undefined && !request.trace && this.observer === undefined) {
         return this.#run(model, version, info, request, undefined, undefined);
@@ -276,19 +395,18 @@ export class Inference {
     } catch (error) {
       return Promise.reject(error);
     }
-    return this.#inferAfterLookups(model, version, key, info, request);
+    return this.#inferAfterLookups(model, version, info, request);
   }
 
   /** infer() when the model's metadata must be fetched, or the request is traced or observed. */
   async #inferAfterLookups(
     model: string,
     version: number,
-    key: string,
     known: ModelInfo | undefined,
     request: InferenceRequest,
   ): Promise<InferenceResponse> {
     const calledNs = this.observer !== undefined || request.trace ? process.hrtime.bigint() : undefined;
-    const info = known ?? (await this.#modelInfo(key, model, version));
+    const info = known ?? (await this.#modelInfo(model, version));
     const tracing = request.trace ? await prepareTracing(request.trace) : undefined;
     return this.#run(model, version, info, request, tracing, calledNs);
   }
@@ -302,73 +420,12 @@ export class Inference {
     tracing: Tracing | undefined,
     calledNs: bigint | undefined,
   ): Promise<InferenceResponse> {
-    const signal = request.signal;
     return new Promise<InferenceResponse>((resolve, reject) => {
-      let token: number;
-      let trace: Promise<InferenceTrace> | undefined;
-      if (tracing === undefined) token = this.#start(model, version, info, request, calledNs);
-      else ({ token, trace } = this.#startTraced(model, version, info, request, tracing, calledNs));
-      let response: Completion | undefined;
-      let extraResponses = 0;
-      let settled = false;
-      let timer: NodeJS.Timeout | undefined;
-      const settle = (): boolean => {
-        if (settled) return false;
-        settled = true;
-        if (timer !== undefined) clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
-        return true;
-      };
-      const onAbort = (): void => {
-        if (!settle()) return;
-        this.#cancel(token);
-        reject(cancelled('the request was aborted', signal?.reason));
-      };
-      this.#await(token, (completion) => {
-        if (settled) return;
-        const error = completion.error;
-        if (error !== undefined) {
-          if (settle()) reject(error);
-          return;
-        }
-        if (hasResponse(completion)) {
-          if (response === undefined) response = completion;
-          else extraResponses++;
-        }
-        if (!completion.final || !settle()) return;
-        if (response === undefined) {
-          reject(new TritonError('INTERNAL', `model '${model}' completed the request without a response`));
-        } else if (extraResponses > 0) {
-          reject(
-            new TritonError(
-              'UNSUPPORTED',
-              `model '${model}' sent ${extraResponses + 1} responses to one request; use model.stream() for decoupled models`,
-            ),
-          );
-        } else {
-          try {
-            const result = toResponse(response, model, request);
-            if (trace === undefined) {
-              resolve(result);
-            } else {
-              trace.then((timeline) => {
-                result.trace = timeline;
-                resolve(result);
-              }, reject);
-            }
-          } catch (error) {
-            reject(error);
-          }
-        }
-      });
-      signal?.addEventListener('abort', onAbort, { once: true });
-      if (request.timeoutMs !== undefined) {
-        timer = setTimeout(() => {
-          if (!settle()) return;
-          this.#cancel(token);
-          reject(cancelled(`the request timed out after ${request.timeoutMs} ms`));
-        }, request.timeoutMs);
-      }
+      const pending = new PendingInference(model, request, resolve, reject, this.#cancelToken);
+      if (tracing === undefined) pending.token = this.#start(model, version, info, request, calledNs);
+      else ({ token: pending.token, trace: pending.trace } = this.#startTraced(model, version, info, request, tracing, calledNs));
+      this.#await(pending.token, pending);
+      pending.arm();
     });
   }
 
@@ -377,8 +434,7 @@ export class Inference {
     pinInputs(request.inputs, request.outputs);
     const calledNs = this.observer !== undefined || request.trace ? process.hrtime.bigint() : undefined;
     const version = request.modelVersion ?? defaultVersion;
-    const key = `${model}\u0000${version}`;
-    const info = this.#info.get(key) ?? (await this.#modelInfo(key, model, version));
+    const info = this.#info.get(model)?.get(version) ?? (await this.#modelInfo(model, version));
     const tracing = request.trace ? await prepareTracing(request.trace) : undefined;
     const signal = request.signal;
     let token: number;
@@ -394,9 +450,11 @@ export class Inference {
       wake = undefined;
       resume?.();
     };
-    this.#await(token, (completion) => {
-      queue.push(completion);
-      notify();
+    this.#await(token, {
+      complete(final, error, version, parameters, outputs) {
+        queue.push({ final, error, version, parameters, outputs });
+        notify();
+      },
     });
     const onAbort = (): void => {
       failure ??= cancelled('the request was aborted', signal?.reason);
@@ -425,7 +483,7 @@ export class Inference {
         finished = completion.final;
         if (completion.error !== undefined) throw completion.error;
         if (hasResponse(completion)) {
-          const response = toResponse(completion, model, request);
+          const response = toResponse(completion.version, completion.parameters, completion.outputs, completion.final, model, request);
           // The last response carries the trace; a bare FINAL flag cannot (onTrace can).
           if (completion.final && trace !== undefined) response.trace = await trace;
           yield response;
@@ -438,7 +496,7 @@ export class Inference {
       if (!finished) {
         // Left early (break, error, abort): stop the work in Triton; the
         // remaining completions still arrive and free their resources.
-        this.#await(token, () => {});
+        this.#await(token, IGNORE_COMPLETIONS);
         this.#cancel(token);
       }
     }
@@ -502,14 +560,19 @@ export class Inference {
     }
   }
 
-  #modelInfo(key: string, model: string, version: number): Promise<ModelInfo> {
+  #modelInfo(model: string, version: number): Promise<ModelInfo> {
+    const key = `${model}\u0000${version}`;
     let loading = this.#infoLoading.get(key);
     if (loading === undefined) {
       const nativeServer = this.#server();
       loading = Promise.all([nativeServer.modelMetadata(model, version), nativeServer.modelConfig(model, version)]).then(
         ([metadataText, configText]) => {
           const info = buildModelInfo(JSON.parse(metadataText) as MetadataJson, JSON.parse(configText) as ConfigJson);
-          if (this.#infoLoading.get(key) === loading) this.#info.set(key, info);
+          if (this.#infoLoading.get(key) === loading) {
+            let versions = this.#info.get(model);
+            if (versions === undefined) this.#info.set(model, (versions = new Map()));
+            versions.set(version, info);
+          }
           return info;
         },
       );
@@ -669,12 +732,12 @@ function pinInputs(inputs: Record<string, unknown>, outputs: InferenceRequest['o
  * ("input 'X'"); an output's memory is never copied (Triton must write into
  * the caller's own).
  */
-function pinned(label: string, view: ArrayBufferView, copyIfUnpinnable = true): ArrayBufferView {
+function pinned(kind: 'input' | 'output', name: string, view: ArrayBufferView, copyIfUnpinnable = true): ArrayBufferView {
   const buffer = view.buffer;
   // Shared memory cannot be detached (but see the README on writing to it).
   if (!(buffer instanceof ArrayBuffer)) return view;
   if (view.byteLength === 0 && isDetached(buffer)) {
-    throw invalid(`${label}: its ArrayBuffer is detached (transferred or closed)`);
+    throw invalid(`${kind} '${name}': its ArrayBuffer is detached (transferred or closed)`);
   }
   if (MARKING_PINS || !copyIfUnpinnable) return view;
   return new Uint8Array(buffer.slice(view.byteOffset, view.byteOffset + view.byteLength));
@@ -709,29 +772,41 @@ function buildModelInfo(metadata: MetadataJson, config: ConfigJson): ModelInfo {
 /** Checked inputs, flat as the addon takes them: name, datatype, shape, data, … */
 function prepareInputs(model: string, info: ModelInfo, request: InferenceRequest): NativeInputField[] {
   const prepared: NativeInputField[] = [];
-  for (const name of Object.keys(request.inputs)) {
-    if (!isCString(name)) throw invalid(`input name ${JSON.stringify(name)} contains a NUL character`);
+  const inputs = request.inputs;
+  for (const name of Object.keys(inputs)) {
     const expected = info.inputs.get(name);
     if (expected === undefined) {
+      if (!isCString(name)) throw invalid(`input name ${JSON.stringify(name)} contains a NUL character`);
       throw invalid(`model '${model}' has no input '${name}' (its inputs: ${[...info.inputs.keys()].join(', ')})`);
     }
-    // normalizeInput also refuses data of another type than the model's.
-    const input = normalizeInput(name, request.inputs[name] as InputValue, expected.datatype);
-    checkShape(model, name, input.shape, expected.shape, info.maxBatchSize);
-    prepared.push(input.name, input.datatype, input.shape.length, ...input.shape, pinned(`input '${name}'`, input.data));
+    const value = inputs[name] as InputValue;
+    // The common forms without intermediate objects; normalizeInput for the
+    // rest (it also refuses data of another type than the model's).
+    let shape = appendPlainInput(prepared, name, value, expected.datatype);
+    if (shape === undefined) {
+      const input = normalizeInput(name, value, expected.datatype);
+      prepared.push(input.name, input.datatype, input.shape.length, ...input.shape, input.data);
+      shape = input.shape;
+    }
+    checkShape(model, name, shape, expected.shape, info.maxBatchSize);
+    const data = prepared[prepared.length - 1] as ArrayBufferView;
+    prepared[prepared.length - 1] = pinned('input', name, data);
   }
   for (const name of info.required) {
-    if (!(name in request.inputs)) throw invalid(`model '${model}' needs input '${name}'`);
+    if (!(name in inputs)) throw invalid(`model '${model}' needs input '${name}'`);
   }
-  for (const name of outputNames(request.outputs) ?? []) {
-    if (!info.outputs.has(name)) {
-      throw invalid(`model '${model}' has no output '${name}' (its outputs: ${[...info.outputs].join(', ')})`);
+  const outputs = request.outputs;
+  if (outputs !== undefined) {
+    for (const name of Array.isArray(outputs) ? outputs : Object.keys(outputs)) {
+      if (!info.outputs.has(name)) {
+        throw invalid(`model '${model}' has no output '${name}' (its outputs: ${[...info.outputs].join(', ')})`);
+      }
     }
   }
   return prepared;
 }
 
-function checkShape(model: string, name: string, shape: number[], dims: number[], maxBatchSize: number): void {
+function checkShape(model: string, name: string, shape: readonly number[], dims: readonly number[], maxBatchSize: number): void {
   const fits = shape.length === dims.length && dims.every((dim, i) => dim === -1 || dim === shape[i]);
   if (!fits) {
     throw invalid(`input '${name}' of model '${model}' has shape ${formatShape(shape)}; the model expects ${formatShape(dims)}`);
@@ -781,7 +856,7 @@ function outputBuffers(outputs: InferenceRequest['outputs']): Array<[string, Arr
   for (const name in outputs) {
     const spec = outputs[name]!;
     if (spec.data === undefined) continue;
-    (buffers ??= []).push([name, pinned(`output '${name}'`, spec.data, false), spec.ifTooSmall === 'allocate']);
+    (buffers ??= []).push([name, pinned('output', name, spec.data, false), spec.ifTooSmall === 'allocate']);
   }
   return buffers;
 }

@@ -700,6 +700,58 @@ interface Parts {
  * value does not name one, `expectedDatatype` (the model's). Throws
  * `TritonError('INVALID_ARG')` naming the input.
  */
+/** The one TypedArray that carries each data type unambiguously (others take normalizeInput's path). */
+const OWN_CARRIER: Partial<Record<DataType, ViewConstructorOf>> = {
+  UINT8: Uint8Array,
+  UINT16: Uint16Array,
+  UINT32: Uint32Array,
+  UINT64: BigUint64Array,
+  INT8: Int8Array,
+  INT16: Int16Array,
+  INT32: Int32Array,
+  INT64: BigInt64Array,
+  FP32: Float32Array,
+  FP64: Float64Array,
+};
+
+/**
+ * The common input forms read without intermediate objects: the data type's
+ * own TypedArray, bare or as `{ shape, data }` (with no datatype or the
+ * model's). Appends name, datatype enum, rank, dims… and data to `fields`
+ * and returns the shape (the caller's, not copied: read at once); returns
+ * undefined, appending nothing, for anything else, which normalizeInput
+ * then takes (and explains when it is wrong).
+ */
+export function appendPlainInput(
+  fields: Array<string | number | ArrayBufferView>,
+  name: string,
+  value: unknown,
+  expected: DataType,
+): readonly number[] | undefined {
+  const carrier = OWN_CARRIER[expected];
+  if (carrier === undefined || typeof value !== 'object' || value === null) return undefined;
+  if (value.constructor === carrier) {
+    const length = (value as TypedArray).length;
+    fields.push(name, DATA_TYPE_INFO[expected].enum, 1, length, value as ArrayBufferView);
+    return [length];
+  }
+  if (value.constructor !== Object) return undefined;
+  const { data, shape, datatype } = value as { data?: unknown; shape?: unknown; datatype?: unknown };
+  if (typeof data !== 'object' || data === null || data.constructor !== carrier) return undefined;
+  if ((datatype !== undefined && datatype !== expected) || !Array.isArray(shape)) return undefined;
+  let product = 1;
+  for (let i = 0; i < shape.length; i++) {
+    const dim: unknown = shape[i];
+    if (typeof dim !== 'number' || !Number.isSafeInteger(dim) || dim < 0) return undefined;
+    product *= dim;
+  }
+  if (product !== (data as TypedArray).length) return undefined;
+  fields.push(name, DATA_TYPE_INFO[expected].enum, shape.length);
+  for (let i = 0; i < shape.length; i++) fields.push(shape[i] as number);
+  fields.push(data as ArrayBufferView);
+  return shape as number[];
+}
+
 export function normalizeInput(name: string, value: InputValue, expectedDatatype?: DataType): NativeInput {
   const label = `input '${name}'`;
   if (expectedDatatype !== undefined) checkDataType(expectedDatatype, `${label} (model metadata)`);
@@ -916,10 +968,9 @@ export function outputTensor(
   byteOffset = 0,
   byteLength: number = buffer.byteLength - byteOffset,
 ): Tensor {
-  const label = `output '${name}'`;
   const dt = Number.isInteger(datatype) ? DATA_TYPES[datatype - 1] : undefined;
   if (dt === undefined) {
-    throw new TritonError('UNSUPPORTED', `${label}: unknown TRITONSERVER_DataType value ${datatype}`);
+    throw new TritonError('UNSUPPORTED', `output '${name}': unknown TRITONSERVER_DataType value ${datatype}`);
   }
   if (
     !Number.isSafeInteger(byteOffset) ||
@@ -930,14 +981,14 @@ export function outputTensor(
   ) {
     throw new TritonError(
       'INTERNAL',
-      `${label}: bytes ${byteOffset}..${byteOffset + byteLength} lie outside its ${buffer.byteLength}-byte buffer`,
+      `output '${name}': bytes ${byteOffset}..${byteOffset + byteLength} lie outside its ${buffer.byteLength}-byte buffer`,
     );
   }
-  const size = outputSize(label, shape);
+  const size = outputSize(name, shape);
 
   if (dt === 'BYTES') {
     const wire = new Uint8Array(buffer, byteOffset, byteLength);
-    countBytes(wire, size, label);
+    countBytes(wire, size, `output '${name}'`);
     return constructTensor(name, dt, shape, size, undefined, wire);
   }
 
@@ -945,7 +996,7 @@ export function outputTensor(
   if (byteLength !== size * elementSize) {
     throw new TritonError(
       'INTERNAL',
-      `${label}: ${byteLength} bytes do not match shape [${shape.join(', ')}] of ${dt} (${size * elementSize} expected)`,
+      `output '${name}': ${byteLength} bytes do not match shape [${shape.join(', ')}] of ${dt} (${size * elementSize} expected)`,
     );
   }
   let source = buffer;
@@ -959,11 +1010,11 @@ export function outputTensor(
   return constructTensor(name, dt, shape, size, data, undefined);
 }
 
-function outputSize(label: string, shape: readonly number[]): number {
+function outputSize(name: string, shape: readonly number[]): number {
   let size = 1;
   for (const dim of shape) {
     if (!Number.isSafeInteger(dim) || dim < 0) {
-      throw new TritonError('INTERNAL', `${label}: invalid shape [${shape.join(', ')}]`);
+      throw new TritonError('INTERNAL', `output '${name}': invalid shape [${shape.join(', ')}]`);
     }
     size *= dim;
   }
