@@ -157,6 +157,8 @@ export interface NativeAddon extends NativeObservability {
   endServersForExit(waitMs: number): void;
   /** This thread's way into a server another thread started and shared. */
   attachServer(shareId: number, onResponse: NativeResponseCallback, copyOutputs: boolean): NativeServer;
+  /** Detaches each ArrayBuffer (response.dispose()); already detached ones are skipped. */
+  detachBuffers(...buffers: ArrayBuffer[]): void;
   /** null when the dynamic loader opens `path` (RTLD_NOW), else its reason. */
   probeLibrary(path: string): string | null;
   externalBuffersAllowed(): boolean;

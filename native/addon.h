@@ -31,6 +31,7 @@ class Addon : public Napi::Addon<Addon> {
   Napi::Value LiveObjects(const Napi::CallbackInfo& info);
   Napi::Value EndServersForExit(const Napi::CallbackInfo& info);
   Napi::Value AttachServer(const Napi::CallbackInfo& info);
+  Napi::Value DetachBuffers(const Napi::CallbackInfo& info);
 };
 
 }  // namespace tsn

@@ -73,3 +73,63 @@ describe('output buffers', () => {
     expect(liveObjects()).toEqual({ requests: 0, responses: 0, outputBuffers: 0, inputReferences: 0, pending: 0 });
   });
 });
+
+describe('response.dispose()', () => {
+  // Node runs the finalizer of a detached external buffer in its next
+  // immediate (node_buffer.cc, CallbackInfo::OnBackingStoreFree), not at GC.
+  const freed = (): Promise<void> => new Promise((resolve) => setImmediate(() => setImmediate(resolve)));
+  const large = { inputs: { INPUT0: { shape: [1, 16384], data: Float32Array.from({ length: 16384 }, (_, i) => i) } } };
+
+  it('frees the memory of a large output at once, without waiting for a garbage collection', async () => {
+    const before = liveObjects().outputBuffers;
+    const response = await server.model('identity_fp32').infer(large);
+    const data = response.outputs.OUTPUT0!.data as Float32Array;
+    expect(data[16383]).toBe(16383);
+    // Adopted as an external ArrayBuffer: alive while JS holds it.
+    expect(liveObjects().outputBuffers).toBe(before + 1);
+    response.dispose();
+    expect(data.length).toBe(0);
+    await freed();
+    expect(liveObjects().outputBuffers).toBe(before);
+    expect(data.buffer.byteLength).toBe(0);
+    response.dispose(); // idempotent
+    response[Symbol.dispose]();
+    await freed();
+    expect(liveObjects().outputBuffers).toBe(before);
+  });
+
+  it('empties small (copied) and BYTES outputs too', async () => {
+    const small = await server.model('identity_fp32').infer({ inputs: { INPUT0: { shape: [1, 4], data: new Float32Array([1, 2, 3, 4]) } } });
+    const view = small.outputs.OUTPUT0!.data as Float32Array;
+    expect(Array.from(view)).toEqual([1, 2, 3, 4]);
+    small[Symbol.dispose]();
+    expect(view.length).toBe(0);
+    const bytes = await server.model('identity_bytes').infer({ inputs: { INPUT0: { shape: [1, 2], data: ['ab', 'cde'] } } });
+    expect(bytes.outputs.OUTPUT0!.strings()).toEqual(['ab', 'cde']);
+    bytes.dispose();
+    // Its bytes are gone: reading them is the runtime's own error, not garbage.
+    expect(() => bytes.outputs.OUTPUT0!.strings()).toThrow(/detached/);
+  });
+
+  it('leaves outputs written into the caller’s buffers untouched', async () => {
+    const out = new Float32Array(16384);
+    const response = await server.model('identity_fp32').infer({ ...large, outputs: { OUTPUT0: { data: out } } });
+    response.dispose();
+    expect(out.length).toBe(16384);
+    expect(out[16383]).toBe(16383);
+    expect((response.outputs.OUTPUT0!.data as Float32Array)[16383]).toBe(16383);
+  });
+
+  it('works on each response of a stream', async () => {
+    const before = liveObjects().outputBuffers;
+    let seen = 0;
+    for await (const response of server.model('identity_fp32').stream(large)) {
+      expect((response.outputs.OUTPUT0!.data as Float32Array)[16383]).toBe(16383);
+      response.dispose();
+      seen++;
+    }
+    expect(seen).toBe(1);
+    await freed();
+    expect(liveObjects().outputBuffers).toBe(before);
+  });
+});

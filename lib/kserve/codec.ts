@@ -342,12 +342,15 @@ export interface EncodedResponse {
   binary: Uint8Array[];
 }
 
+/** What the encoders read of a response. */
+export type ResponseData = Pick<InferenceResponse, 'model' | 'id' | 'outputs' | 'parameters' | 'final'>;
+
 /**
  * Encodes a response as Triton's HTTP front end does: id, model_name,
  * model_version, parameters, outputs (JSON `data` or `binary_data_size`).
  */
 export function encodeHttpInferResponse(
-  response: InferenceResponse,
+  response: ResponseData,
   decoded: DecodedRequest,
   batched: boolean,
 ): EncodedResponse {

@@ -9,7 +9,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type * as GrpcJs from '@grpc/grpc-js';
 import { TritonError, type TritonErrorCode } from '../errors.js';
-import type { InferenceRequest, InferenceResponse } from '../inference.js';
+import type { InferenceRequest } from '../inference.js';
 import type { Server } from '../server.js';
 import { encodeBytes, type DataType, type TensorInit } from '../tensor.js';
 import {
@@ -23,6 +23,7 @@ import {
   type DecodedRequest,
   type OutputRequest,
   type ParameterValue,
+  type ResponseData,
 } from './codec.js';
 import { loadOptions } from './http.js';
 import type { ResolvedProtocolOptions } from './options.js';
@@ -237,7 +238,7 @@ export function decodeGrpcInferRequest(message: WireRequest): DecodedRequest & {
 
 /** Encodes a response as a `ModelInferResponse` with raw_output_contents. */
 export function encodeGrpcInferResponse(
-  response: InferenceResponse,
+  response: ResponseData,
   decoded: DecodedRequest,
   batched: boolean,
   extra: Record<string, ParameterValue> = {},
