@@ -387,26 +387,42 @@ void InferenceEngine::FreeOutputs(Completion& completion) {
 }
 
 void InferenceEngine::Push(Completion&& completion) {
+  bool queued = false;
   {
     std::lock_guard<std::mutex> lock(queue_mutex_);
     if (!abandoned_) {
       queue_.push_back(std::move(completion));
+      queued = true;
       if (drain_scheduled_) return;
-      // Signalled under the lock so Abandon() cannot finalize the
-      // thread-safe function in between; the call never blocks (no limit).
-      if (tsfn_.NonBlockingCall(nullptr) == napi_ok) {
-        drain_scheduled_ = true;
-        return;
-      }
-      // The thread-safe function is closing: no drain will ever come.
-      abandoned_ = true;
-      std::vector<Completion> left;
-      left.swap(queue_);
-      for (Completion& c : left) CompleteNatively(c);
-      return;
+      drain_scheduled_ = true;
+      ++signalling_;
     }
   }
-  CompleteNatively(completion);
+  if (queued) {
+    Signal();
+  } else {
+    CompleteNatively(completion);
+  }
+}
+
+// Schedules a drain (signalling_ was counted under the lock). Outside the
+// queue's lock: the call takes the thread-safe function's own lock and makes
+// a syscall, and the JS thread must not wait for that to take the queue.
+void InferenceEngine::Signal() {
+  // Never blocks: the queue has no limit.
+  const napi_status status = tsfn_.NonBlockingCall(nullptr);
+  std::vector<Completion> left;
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    // The thread-safe function is closing: no drain will ever come.
+    if (status != napi_ok && !abandoned_) {
+      abandoned_ = true;
+      left.swap(queue_);
+    }
+    --signalling_;
+  }
+  signalled_.notify_all();
+  for (Completion& c : left) CompleteNatively(c);
 }
 
 // Nothing is delivered any more: the memory of the outputs goes; the request
@@ -458,32 +474,53 @@ void InferenceEngine::Drain(Napi::Env env, Napi::Function callback,
   engine->DrainOnJsThread(env, callback);
 }
 
+// Delivers what Triton's threads queued, and what they queue meanwhile: the
+// drain stays scheduled while it runs, so their pushes need no new signal
+// (each one takes the thread-safe function's lock and a syscall). After a few
+// rounds the event loop gets its turn back and a new signal follows.
 void InferenceEngine::DrainOnJsThread(Napi::Env env, Napi::Function callback) {
-  Napi::HandleScope scope(env);
-  {
-    std::lock_guard<std::mutex> lock(queue_mutex_);
-    draining_.swap(queue_);
-    drain_scheduled_ = false;
-  }
+  constexpr int kRounds = 4;
   std::optional<Napi::Error> thrown;
-  for (Completion& completion : draining_) {
-    Request* request = completion.request;
-    if (completion.has_response || completion.final) {
-      // JS may be unable to run (a worker being terminated): then nothing
-      // is delivered, but every resource is still given back.
-      if (!thrown) {
-        try {
-          DeliverResponse(env, callback, completion);
-        } catch (const Napi::Error& error) {
-          thrown = error;
-        }
+  for (int round = 1;; ++round) {
+    {
+      std::lock_guard<std::mutex> lock(queue_mutex_);
+      draining_.swap(queue_);
+      if (draining_.empty()) {
+        drain_scheduled_ = false;
+        break;
       }
-      FreeOutputs(completion);  // what was not handed to JS
-      if (completion.final) request->final_seen = true;
     }
-    if (completion.done) Finish(env, request);
+    Napi::HandleScope scope(env);
+    for (Completion& completion : draining_) {
+      Request* request = completion.request;
+      if (completion.has_response || completion.final) {
+        // JS may be unable to run (a worker being terminated): then nothing
+        // is delivered, but every resource is still given back.
+        if (!thrown) {
+          try {
+            DeliverResponse(env, callback, completion);
+          } catch (const Napi::Error& error) {
+            thrown = error;
+          }
+        }
+        FreeOutputs(completion);  // what was not handed to JS
+        if (completion.final) request->final_seen = true;
+      }
+      if (completion.done) Finish(env, request);
+    }
+    draining_.clear();
+    if (round == kRounds) {
+      bool more;
+      {
+        std::lock_guard<std::mutex> lock(queue_mutex_);
+        more = !queue_.empty() && !abandoned_;
+        drain_scheduled_ = more;
+        if (more) ++signalling_;
+      }
+      if (more) Signal();
+      break;
+    }
   }
-  draining_.clear();
   // Never let a C++ exception out of the thread-safe function's callback;
   // a JS error becomes an uncaught exception, as for any callback (and is
   // swallowed when the environment is ending: NODE_API_SWALLOW_...).
@@ -1030,9 +1067,11 @@ void InferenceEngine::Abandon() {
   unsubmitted_.clear();
   std::vector<Completion> left;
   {
-    std::lock_guard<std::mutex> lock(queue_mutex_);
+    std::unique_lock<std::mutex> lock(queue_mutex_);
     abandoned_ = true;
     left.swap(queue_);
+    // No signal may be under way when the thread-safe function goes.
+    signalled_.wait(lock, [this] { return signalling_ == 0; });
   }
   for (Completion& completion : left) CompleteNatively(completion);
   if (!tsfn_released_) {

@@ -126,6 +126,7 @@ class InferenceEngine {
                         const uint32_t flags, void* userp);
 
   void Push(Completion&& completion);  // any thread
+  void Signal();
   // After Abandon(): a completion dropped on the thread it arrived on.
   static void CompleteNatively(Completion& completion);
   // Triton's thread: the response read into `completion`, which then owns
@@ -196,6 +197,8 @@ class InferenceEngine {
   std::mutex queue_mutex_;
   std::vector<Completion> queue_;
   bool drain_scheduled_ = false;
+  int signalling_ = 0;  // Signal() calls under way
+  std::condition_variable signalled_;
   bool abandoned_ = false;
 };
 
