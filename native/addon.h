@@ -5,6 +5,8 @@
 #include <napi.h>
 
 #include <memory>
+#include <string>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace tsn {
@@ -24,6 +26,11 @@ class Addon : public Napi::Addon<Addon> {
   // Servers of this environment not yet collected, for process.exit().
   std::unordered_set<ServerWrap*> servers;
 
+  // The JS string for a response parameter's name: models send the same few
+  // names in every response, and making a property key anew each time costs
+  // more than the rest of the parameter. Kept for the first kMaxNames.
+  Napi::String ParameterName(Napi::Env env, const std::string& name);
+
  private:
   Napi::Value SetErrorClass(const Napi::CallbackInfo& info);
   Napi::Value ApiVersion(const Napi::CallbackInfo& info);
@@ -32,6 +39,12 @@ class Addon : public Napi::Addon<Addon> {
   Napi::Value EndServersForExit(const Napi::CallbackInfo& info);
   Napi::Value AttachServer(const Napi::CallbackInfo& info);
   Napi::Value DetachBuffers(const Napi::CallbackInfo& info);
+
+  static constexpr size_t kMaxNames = 64;
+  // Node-API before version 10 references objects only: the strings live in
+  // one array, found by index.
+  Napi::Reference<Napi::Array> parameter_name_strings_;
+  std::unordered_map<std::string, uint32_t> parameter_names_;
 };
 
 }  // namespace tsn

@@ -6,6 +6,7 @@
 #include <optional>
 #include <thread>
 
+#include "addon.h"
 #include "trace.h"
 
 namespace tsn {
@@ -17,12 +18,13 @@ LiveCounters& Live() {
 
 namespace {
 
-// Output memory is one malloc block: this header, then the tensor bytes.
-// Once JS adopts the bytes as an external ArrayBuffer, the allocator's
-// release function leaves the block alone and the buffer's finalizer frees
-// it, so the Triton response can be deleted right away.
+// Output memory is one block: this header, then the tensor bytes. Once JS
+// adopts the bytes as an external ArrayBuffer, the allocator's release
+// function leaves the block alone and the buffer's finalizer gives it back,
+// so the Triton response can be deleted right away.
 struct alignas(64) BufferHeader {
   bool adopted;
+  uint8_t size_class;  // kUnpooled, or the pool's class it goes back to
 };
 constexpr size_t kHeaderSize = sizeof(BufferHeader);
 // Outputs up to this size are copied into JS memory (see OutputBuffer).
@@ -31,10 +33,84 @@ constexpr size_t kCopyUpToBytes = 4096;
 // buffer_userp of an output Triton wrote into memory the caller gave.
 char kCallerMemory;
 
-void FreeBlock(BufferHeader* header) {
-  std::free(header);
-  Live().output_buffers--;
-}
+// Output blocks are taken on Triton's threads and given back on the JS
+// thread (or by a finalizer): recycled by size class (powers of two from
+// 256 B to 4 MiB) rather than malloc'd and freed each time, which makes the
+// JS thread free into Triton's threads' malloc arenas under their lock, and
+// makes large blocks fresh pages (page faults) every time. Process-wide, as
+// blocks outlive the engine that made them; bounded in what it keeps.
+class BlockPool {
+ public:
+  static constexpr uint8_t kUnpooled = 0xff;
+
+  static BlockPool& Get() {
+    static BlockPool* pool = new BlockPool();  // never destroyed: finalizers may run late
+    return *pool;
+  }
+
+  BufferHeader* Take(size_t bytes) {
+    const uint8_t size_class = ClassOf(bytes);
+    BufferHeader* header = nullptr;
+    if (size_class != kUnpooled) {
+      Class& c = classes_[size_class];
+      std::lock_guard<std::mutex> lock(c.mutex);
+      if (!c.free.empty()) {
+        header = c.free.back();
+        c.free.pop_back();
+        kept_bytes_ -= BytesOf(size_class);
+      }
+    }
+    if (header == nullptr) {
+      const size_t capacity = size_class == kUnpooled ? bytes : BytesOf(size_class);
+      header = static_cast<BufferHeader*>(std::malloc(kHeaderSize + capacity));
+      if (header == nullptr) return nullptr;
+      header->size_class = size_class;
+    }
+    header->adopted = false;
+    Live().output_buffers++;
+    return header;
+  }
+
+  void Give(BufferHeader* header) {
+    Live().output_buffers--;
+    const uint8_t size_class = header->size_class;
+    if (size_class != kUnpooled) {
+      Class& c = classes_[size_class];
+      std::lock_guard<std::mutex> lock(c.mutex);
+      if (kept_bytes_ + BytesOf(size_class) <= kMaxKeptBytes &&
+          c.free.size() < kMaxKeptPerClass) {
+        c.free.push_back(header);
+        kept_bytes_ += BytesOf(size_class);
+        return;
+      }
+    }
+    std::free(header);
+  }
+
+ private:
+  static constexpr size_t kMinShift = 8;   // 256 B
+  static constexpr size_t kMaxShift = 22;  // 4 MiB
+  static constexpr size_t kClasses = kMaxShift - kMinShift + 1;
+  static constexpr size_t kMaxKeptBytes = size_t{64} << 20;
+  static constexpr size_t kMaxKeptPerClass = 4096;
+
+  struct Class {
+    std::mutex mutex;
+    std::vector<BufferHeader*> free;
+  };
+
+  static uint8_t ClassOf(size_t bytes) {
+    size_t shift = kMinShift;
+    while (shift <= kMaxShift && (size_t{1} << shift) < bytes) ++shift;
+    return shift > kMaxShift ? kUnpooled : static_cast<uint8_t>(shift - kMinShift);
+  }
+  static size_t BytesOf(uint8_t size_class) { return size_t{1} << (size_class + kMinShift); }
+
+  Class classes_[kClasses];
+  std::atomic<size_t> kept_bytes_{0};  // approximate across classes: a bound, not a count
+};
+
+void FreeBlock(BufferHeader* header) { BlockPool::Get().Give(header); }
 
 Napi::Error InvalidArg(Napi::Env env, const std::string& message) {
   return ToJsError(env, TRITONSERVER_ERROR_INVALID_ARG, message);
@@ -176,7 +252,7 @@ TRITONSERVER_Error* InferenceEngine::Allocate(
          std::to_string(given.size))
             .c_str());
   }
-  auto* header = static_cast<BufferHeader*>(std::malloc(kHeaderSize + byte_size));
+  BufferHeader* header = BlockPool::Get().Take(byte_size);
   if (header == nullptr) {
     const TritonApi& api = static_cast<Request*>(userp)->engine->api_;
     return api.ErrorNew(TRITONSERVER_ERROR_INTERNAL,
@@ -184,8 +260,6 @@ TRITONSERVER_Error* InferenceEngine::Allocate(
                          tensor_name + "'")
                             .c_str());
   }
-  header->adopted = false;
-  Live().output_buffers++;
   *buffer = reinterpret_cast<char*>(header) + kHeaderSize;
   *buffer_userp = header;
   return nullptr;
@@ -354,14 +428,13 @@ void InferenceEngine::ReadResponse(TRITONSERVER_InferenceResponse* response,
       output.memory = Output::Memory::kCaller;
     } else if (buffer_userp == nullptr) {
       // Host memory our allocator did not hand out: copied while it lives.
-      auto* header = static_cast<BufferHeader*>(std::malloc(kHeaderSize + byte_size));
+      BufferHeader* header = BlockPool::Get().Take(byte_size);
       if (header == nullptr) {
         FreeOutputs(*completion);
         completion->error = Failure{TRITONSERVER_ERROR_INTERNAL,
                                     std::string("out of memory copying output '") + name + "'"};
         return;
       }
-      Live().output_buffers++;
       header->adopted = true;
       std::memcpy(reinterpret_cast<char*>(header) + kHeaderSize, base, byte_size);
       output.memory = Output::Memory::kBlock;
@@ -571,17 +644,19 @@ void InferenceEngine::DeliverResponse(Napi::Env env, Napi::Function callback,
 Napi::Value InferenceEngine::ResponseParameters(Napi::Env env,
                                                 const Completion& completion) {
   if (completion.parameters.empty()) return env.Undefined();
+  Addon* addon = env.GetInstanceData<Addon>();
   Napi::Object parameters = Napi::Object::New(env);
   for (const Parameter& parameter : completion.parameters) {
+    Napi::String key = addon->ParameterName(env, parameter.name);
     switch (parameter.type) {
       case TRITONSERVER_PARAMETER_STRING:
-        parameters.Set(parameter.name, parameter.text);
+        parameters.Set(key, Napi::String::New(env, parameter.text));
         break;
       case TRITONSERVER_PARAMETER_BOOL:
-        parameters.Set(parameter.name, parameter.flag);
+        parameters.Set(key, Napi::Boolean::New(env, parameter.flag));
         break;
       default:  // INT, DOUBLE
-        parameters.Set(parameter.name, parameter.number);
+        parameters.Set(key, Napi::Number::New(env, parameter.number));
         break;
     }
   }
@@ -985,9 +1060,10 @@ void InferenceEngine::Submit(Request* request) {
     failure = TakeError(api_, api_.ServerInferAsync(state_->server, triton,
                                                     request->trace));
     if (!failure) return;
-    if (request->trace != nullptr) TraceSubmitFailed(request->trace);
   }
-  // Refused: no callback will ever come, the request is still ours.
+  // Refused: no callback will ever come, the request is still ours, and so
+  // is its trace (traced requests are submitted on the JS thread).
+  if (request->trace != nullptr) TraceSubmitFailed(request->trace);
   {
     std::lock_guard<std::mutex> lock(inside_mutex_);
     inside_.erase(triton);

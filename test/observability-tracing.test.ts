@@ -6,7 +6,7 @@ import { context, trace as otelTrace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { Tensor, buildTrace, liveObjects, liveTraces, type InferenceTrace, type Server } from '../lib/index.js';
+import { Server, Tensor, buildTrace, isTritonError, liveObjects, liveTraces, type InferenceTrace } from '../lib/index.js';
 import { exportSpans } from '../lib/observability/tracing.js';
 import { MODELS, REPO_ROOT, collectGarbage, startServer } from './helpers.js';
 
@@ -109,6 +109,27 @@ describe('tracing', () => {
     expect(liveObjects().requests).toBe(0);
     // Each trace was deleted once its release callback came.
     expect(liveTraces()).toBe(0);
+  });
+
+  it('a traced request Triton refuses frees its trace (the model went away after its metadata was read)', async () => {
+    const own = await startServer({ startupModels: ['identity_int32'] });
+    const other = await Server.attach(own.share());
+    try {
+      const input = { inputs: { INPUT0: { shape: [1, 2], data: new Int32Array([1, 2]) } } };
+      await own.model('identity_int32').infer(input); // metadata now cached
+      // Unloaded through another handle: this one still believes it is there.
+      await other.unloadModel('identity_int32');
+      const failure = await own.model('identity_int32').infer({ ...input, trace: true }).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      expect(isTritonError(failure)).toBe(true);
+      expect(['NOT_FOUND', 'UNAVAILABLE', 'INVALID_ARG']).toContain((failure as { code: string }).code);
+      expect(liveTraces()).toBe(0);
+    } finally {
+      await other.stop();
+      await own.stop();
+    }
   });
 
   it('traces a stream: the trace goes to onTrace', async () => {
