@@ -49,6 +49,8 @@ interface Workload {
   outputBuffers: boolean;
   /** The output those buffers are for (the model's first), or null without --output-buffers. */
   output: string | null;
+  /** --dispose: each response's output memory let go at once (response.dispose()). */
+  dispose: boolean;
 }
 
 interface Preset {
@@ -60,6 +62,7 @@ interface Preset {
   native: boolean;
   soak: boolean;
   outputBuffers: boolean;
+  dispose?: boolean;
 }
 
 /** The issue's scenarios, one command each (`--scenario NAME`); flags override. */
@@ -68,6 +71,7 @@ const SCENARIOS: Record<string, Preset> = {
   large: { model: 'identity_fp32', shape: [1, 16_384], datatype: 'FP32', concurrency: '1:64:x2', requests: 5_000, native: true, soak: false, outputBuffers: false },
   // The same 64 KiB workload with the outputs written into reused caller-provided buffers.
   'large-reuse': { model: 'identity_fp32', shape: [1, 16_384], datatype: 'FP32', concurrency: '1:64:x2', requests: 5_000, native: true, soak: false, outputBuffers: true },
+  'large-dispose': { model: 'identity_fp32', shape: [1, 16_384], datatype: 'FP32', concurrency: '1:64:x2', requests: 5_000, native: true, soak: false, outputBuffers: false, dispose: true },
   // identity_bytes has max_batch_size 8, so the 32 strings are one batch item's [32].
   bytes: { model: 'identity_bytes', shape: [1, 32], datatype: 'BYTES', concurrency: '1:64:x2', requests: 20_000, native: true, soak: false, outputBuffers: false },
   stream: { model: 'repeat_int32', shape: [64], datatype: 'INT32', concurrency: '1:16:x2', requests: 500, native: true, soak: false, outputBuffers: false },
@@ -161,6 +165,12 @@ function requestFn(model: Model, w: Workload): OneRequest {
     };
   }
   if (!w.stream) {
+    if (w.dispose) {
+      return async () => {
+        (await model.infer({ inputs })).dispose();
+        return 1;
+      };
+    }
     return async () => {
       await model.infer({ inputs });
       return 1;
@@ -168,7 +178,10 @@ function requestFn(model: Model, w: Workload): OneRequest {
   }
   return async () => {
     let responses = 0;
-    for await (const _response of model.stream({ inputs })) responses++;
+    for await (const response of model.stream({ inputs })) {
+      if (w.dispose) response.dispose();
+      responses++;
+    }
     if (w.responsesPerRequest !== null && responses !== w.responsesPerRequest) {
       throw new Error(`${w.model}: ${responses} responses, expected ${w.responsesPerRequest}`);
     }
@@ -882,10 +895,10 @@ function summarize(points: Point[]): Summary {
 
 // --- main -------------------------------------------------------------------
 
-const USAGE = `usage: npm run bench -- [--scenario small|large|large-reuse|bytes|stream|soak] [--model NAME]
+const USAGE = `usage: npm run bench -- [--scenario small|large|large-reuse|large-dispose|bytes|stream|soak] [--model NAME]
   [--shape D0,D1,..] [--datatype FP32|INT32|BYTES] [--batch N] [--concurrency 1:64:x2]
   [--requests N | --duration S] [--warmup N] [--library PATH] [--native-loop PATH]
-  [--backend-directory DIR] [--no-native] [--threads N] [--output-buffers] [--gc-stats]
+  [--backend-directory DIR] [--no-native] [--threads N] [--output-buffers] [--dispose] [--gc-stats]
   [--json FILE] [--chart FILE]`;
 
 async function main(): Promise<void> {
@@ -906,6 +919,7 @@ async function main(): Promise<void> {
       'no-native': { type: 'boolean', default: false },
       threads: { type: 'string' },
       'output-buffers': { type: 'boolean' },
+      dispose: { type: 'boolean' },
       'gc-stats': { type: 'boolean', default: false },
       json: { type: 'string' },
       chart: { type: 'string' },
@@ -931,6 +945,7 @@ async function main(): Promise<void> {
   const threads = positive('threads', values.threads, true) ?? 0;
   const plan: Plan = { requests, duration, warmup, gcStats: values['gc-stats'] };
   const outputBuffers = values['output-buffers'] ?? preset.outputBuffers;
+  const dispose = values.dispose ?? preset.dispose ?? false;
 
   const library = resolve(values.library ?? process.env.TRITONSERVER_LIBRARY ?? join(TEST_CORE_DIR, 'libtritonserver.so'));
   if (!existsSync(library)) throw new Error(`library not found: ${library} (npm run build:testcore, or --library PATH)`);
@@ -1000,11 +1015,13 @@ async function main(): Promise<void> {
       responsesPerRequest: modelName === 'repeat_int32' ? elementCount(shape) : decoupled ? null : 1,
       outputBuffers,
       output: outputBuffers ? output!.name : null,
+      dispose,
     };
     log(`workload ${w.model} ${w.input} ${w.datatype} [${w.shape.join(', ')}]${w.stream ? ' (stream)' : ''}, ` +
       `C ${sweep.join(' ')}, ${duration > 0 ? `${duration} s` : `${requests} requests`} per point, warm-up ${warmup}` +
       (threads > 0 ? `, ${threads} worker threads sharing the server` : '') +
-      (outputBuffers ? `, ${w.output} into a caller-provided buffer per in-flight slot` : ''));
+      (outputBuffers ? `, ${w.output} into a caller-provided buffer per in-flight slot` : '') +
+      (dispose ? ', each response disposed at once' : ''));
     await checkIdentity(model, w);
 
     let handle: unknown;
@@ -1111,7 +1128,7 @@ async function main(): Promise<void> {
         library,
         nativeLoop: withNative ? nativeLoop : null,
         workload: w,
-        options: { concurrency: sweep, requests, duration, warmup, threads, outputBuffers, gcStats: plan.gcStats },
+        options: { concurrency: sweep, requests, duration, warmup, threads, outputBuffers, dispose, gcStats: plan.gcStats },
         points,
         summary,
         soak,

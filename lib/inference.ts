@@ -18,7 +18,7 @@ import {
   isObject,
 } from './check.js';
 import { TritonError } from './errors.js';
-import { native, pendingRequests, type NativeInputField, type NativeResponseCallback, type NativeServer } from './native.js';
+import { native, pendingRequests, type NativeInputField, type NativeResponseCallback, type NativeServer, type ResponseField } from './native.js';
 import {
   buildTrace,
   exportSpans,
@@ -139,9 +139,10 @@ interface Completion {
   error: TritonError | undefined;
   /** Set when the completion carries a response. */
   version: number | undefined;
-  parameters: Record<string, string | number | boolean> | undefined;
-  /** name, datatype, rank, dims…, bytes for each output. */
-  outputs: Array<string | number | ArrayBuffer>;
+  /** How many name, value pairs end `fields`. */
+  parameterCount: number | undefined;
+  /** name, datatype, rank, dims…, bytes for each output, then the parameters. */
+  fields: ResponseField[];
 }
 
 /** What waits for a request's completions (routed by its token). */
@@ -150,8 +151,8 @@ interface Waiter {
     final: boolean,
     error: TritonError | undefined,
     version: number | undefined,
-    parameters: Record<string, string | number | boolean> | undefined,
-    outputs: Array<string | number | ArrayBuffer>,
+    parameterCount: number | undefined,
+    fields: ResponseField[],
   ): void;
 }
 
@@ -197,14 +198,15 @@ function hasResponse(completion: Completion): boolean {
 
 function toResponse(
   version: number | undefined,
-  parameters: Record<string, string | number | boolean> | undefined,
-  fields: Array<string | number | ArrayBuffer>,
+  parameterCount: number | undefined,
+  fields: ResponseField[],
   final: boolean,
   model: string,
   request: InferenceRequest,
 ): InferenceResponse {
   const outputs: Record<string, Tensor> = {};
-  for (let i = 0; i < fields.length; ) {
+  const outputsEnd = fields.length - 2 * (parameterCount ?? 0);
+  for (let i = 0; i < outputsEnd; ) {
     const name = fields[i++] as string;
     const datatype = fields[i++] as number;
     const rank = fields[i++] as number;
@@ -219,14 +221,18 @@ function toResponse(
       outputs[name] = outputTensor(name, datatype, shape, bytes);
     }
   }
-  return new OwnedResponse({ name: model, version: version ?? -1 }, request.id ?? '', outputs, parameters ?? {}, final, fields);
+  const parameters: Record<string, string | number | boolean> = {};
+  for (let i = outputsEnd; i < fields.length; i += 2) {
+    parameters[fields[i] as string] = fields[i + 1] as string | number | boolean;
+  }
+  return new OwnedResponse({ name: model, version: version ?? -1 }, request.id ?? '', outputs, parameters, final, fields);
 }
 
 /** A response whose output memory the package allocated (see dispose()). */
 class OwnedResponse implements InferenceResponse {
   declare trace?: InferenceTrace;
   /** The addon's fields: the ArrayBuffers among them are the package's own. */
-  readonly #fields: Array<string | number | ArrayBuffer>;
+  readonly #fields: ResponseField[];
 
   constructor(
     readonly model: { name: string; version: number },
@@ -234,7 +240,7 @@ class OwnedResponse implements InferenceResponse {
     readonly outputs: Record<string, Tensor>,
     readonly parameters: Record<string, string | number | boolean>,
     readonly final: boolean,
-    fields: Array<string | number | ArrayBuffer>,
+    fields: ResponseField[],
   ) {
     this.#fields = fields;
   }
@@ -257,8 +263,8 @@ class PendingInference implements Waiter {
   token = 0;
   trace: Promise<InferenceTrace> | undefined;
   #version: number | undefined;
-  #parameters: Record<string, string | number | boolean> | undefined;
-  #outputs: Array<string | number | ArrayBuffer> | undefined;
+  #parameterCount: number | undefined;
+  #fields: ResponseField[] | undefined;
   #extraResponses = 0;
   #settled = false;
   #timer: NodeJS.Timeout | undefined;
@@ -295,8 +301,8 @@ class PendingInference implements Waiter {
     final: boolean,
     error: TritonError | undefined,
     version: number | undefined,
-    parameters: Record<string, string | number | boolean> | undefined,
-    outputs: Array<string | number | ArrayBuffer>,
+    parameterCount: number | undefined,
+    fields: ResponseField[],
   ): void {
     if (this.#settled) return;
     if (error !== undefined) {
@@ -304,17 +310,17 @@ class PendingInference implements Waiter {
       return;
     }
     if (version !== undefined) {
-      if (this.#outputs === undefined) {
+      if (this.#fields === undefined) {
         this.#version = version;
-        this.#parameters = parameters;
-        this.#outputs = outputs;
+        this.#parameterCount = parameterCount;
+        this.#fields = fields;
       } else {
         this.#extraResponses++;
       }
     }
     if (!final || !this.#settle()) return;
     const model = this.model;
-    if (this.#outputs === undefined) {
+    if (this.#fields === undefined) {
       this.reject(new TritonError('INTERNAL', `model '${model}' completed the request without a response`));
     } else if (this.#extraResponses > 0) {
       this.reject(
@@ -325,7 +331,7 @@ class PendingInference implements Waiter {
       );
     } else {
       try {
-        const result = toResponse(this.#version, this.#parameters, this.#outputs, true, model, this.request);
+        const result = toResponse(this.#version, this.#parameterCount, this.#fields, true, model, this.request);
         const trace = this.trace;
         if (trace === undefined) {
           this.resolve(result);
@@ -382,14 +388,14 @@ export class Inference {
   };
 
   /** Receives each completion the addon drains, routed by token. */
-  readonly onResponse: NativeResponseCallback = (token, final, error, version, parameters, ...outputs) => {
+  readonly onResponse: NativeResponseCallback = (token, final, error, version, parameterCount, ...fields) => {
     const waiter = this.#pending.get(token);
     if (final) {
       if (this.#pending.delete(token)) pendingRequests.count--;
       this.observer?.finished(token);
     }
     try {
-      waiter?.complete(final, error, version, parameters, outputs);
+      waiter?.complete(final, error, version, parameterCount, fields);
     } catch (failure) {
       // One broken handler must not cost the others their responses.
       queueMicrotask(() => {
@@ -482,8 +488,8 @@ export class Inference {
       resume?.();
     };
     this.#await(token, {
-      complete(final, error, version, parameters, outputs) {
-        queue.push({ final, error, version, parameters, outputs });
+      complete(final, error, version, parameterCount, fields) {
+        queue.push({ final, error, version, parameterCount, fields });
         notify();
       },
     });
@@ -514,7 +520,7 @@ export class Inference {
         finished = completion.final;
         if (completion.error !== undefined) throw completion.error;
         if (hasResponse(completion)) {
-          const response = toResponse(completion.version, completion.parameters, completion.outputs, completion.final, model, request);
+          const response = toResponse(completion.version, completion.parameterCount, completion.fields, completion.final, model, request);
           // The last response carries the trace; a bare FINAL flag cannot (onTrace can).
           if (completion.final && trace !== undefined) response.trace = await trace;
           yield response;

@@ -17,18 +17,22 @@ const API_VERSION_FIELDS: ReadonlySet<string> = new Set(['libraryPath']);
 /**
  * The addon calls this once per completion of a request, all that one JS
  * tick drained in a row: the request's token, Triton's FINAL flag, then
- * either an error, or the model version, response parameters and each
- * output flat as name, datatype, rank, dims…, bytes. A FINAL flag without a
- * response has only the first two arguments.
+ * either an error, or the model version, the number of response parameters
+ * (undefined for none), each output flat as name, datatype, rank, dims…,
+ * bytes, and last the parameters as name, value pairs. A FINAL flag without
+ * a response has only the first two arguments.
  */
 export type NativeResponseCallback = (
   token: number,
   final: boolean,
   error: TritonError | undefined,
   version?: number,
-  parameters?: Record<string, string | number | boolean>,
-  ...outputs: Array<string | number | ArrayBuffer>
+  parameterCount?: number,
+  ...fields: ResponseField[]
 ) => void;
+
+/** One field of a response the addon delivers (see NativeResponseCallback). */
+export type ResponseField = string | number | boolean | ArrayBuffer;
 
 /** One field of an input flattened for the addon: name, datatype (enum), rank, dims…, data. */
 export type NativeInputField = string | number | ArrayBufferView;

@@ -600,8 +600,9 @@ void InferenceEngine::DrainOnJsThread(Napi::Env env, Napi::Function callback) {
   if (thrown) thrown->ThrowAsJavaScriptException();
 }
 
-// Calls callback(token, final, error, version, parameters, ...outputs) with
-// each output flat as name, datatype, rank, dims..., ArrayBuffer. Arguments
+// Calls callback(token, final, error, version, parameterCount, ...fields):
+// each output flat as name, datatype, rank, dims..., ArrayBuffer, then
+// parameterCount name, value pairs. Arguments
 // rather than arrays: setting array elements from C++ costs more than
 // everything else in a response. The model name and request id are the
 // caller's own and are not rebuilt as JS strings.
@@ -622,7 +623,10 @@ void InferenceEngine::DeliverResponse(Napi::Env env, Napi::Function callback,
   }
   args.push_back(env.Undefined());
   args.push_back(Napi::Number::New(env, static_cast<double>(completion.version)));
-  args.push_back(ResponseParameters(env, completion));
+  const size_t parameter_count = completion.parameters.size();
+  args.push_back(parameter_count == 0
+                     ? env.Undefined()
+                     : Napi::Number::New(env, static_cast<double>(parameter_count)));
   for (Output& output : completion.outputs) {
     args.push_back(Napi::String::New(env, output.name));
     args.push_back(Napi::Number::New(env, output.datatype));
@@ -637,30 +641,30 @@ void InferenceEngine::DeliverResponse(Napi::Env env, Napi::Function callback,
       args.push_back(OutputBuffer(env, output));
     }
   }
+  AppendParameters(env, completion, args);
   callback.Call(args);
 }
 
-// The response's parameters as an object, or undefined when it has none.
-Napi::Value InferenceEngine::ResponseParameters(Napi::Env env,
-                                                const Completion& completion) {
-  if (completion.parameters.empty()) return env.Undefined();
+// Appends the response's parameters as name, value pairs: JS makes the
+// object (its keyed stores cost less than setting properties from here).
+void InferenceEngine::AppendParameters(Napi::Env env, const Completion& completion,
+                                       std::vector<napi_value>& args) {
+  if (completion.parameters.empty()) return;
   Addon* addon = env.GetInstanceData<Addon>();
-  Napi::Object parameters = Napi::Object::New(env);
   for (const Parameter& parameter : completion.parameters) {
-    Napi::String key = addon->ParameterName(env, parameter.name);
+    args.push_back(addon->ParameterName(env, parameter.name));
     switch (parameter.type) {
       case TRITONSERVER_PARAMETER_STRING:
-        parameters.Set(key, Napi::String::New(env, parameter.text));
+        args.push_back(Napi::String::New(env, parameter.text));
         break;
       case TRITONSERVER_PARAMETER_BOOL:
-        parameters.Set(key, Napi::Boolean::New(env, parameter.flag));
+        args.push_back(Napi::Boolean::New(env, parameter.flag));
         break;
       default:  // INT, DOUBLE
-        parameters.Set(key, Napi::Number::New(env, parameter.number));
+        args.push_back(Napi::Number::New(env, parameter.number));
         break;
     }
   }
-  return parameters;
 }
 
 // The tensor bytes as an ArrayBuffer: adopted without a copy where Node-API

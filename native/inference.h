@@ -143,7 +143,8 @@ class InferenceEngine {
   void DrainOnJsThread(Napi::Env env, Napi::Function callback);
   void DeliverResponse(Napi::Env env, Napi::Function callback,
                        Completion& completion);
-  Napi::Value ResponseParameters(Napi::Env env, const Completion& completion);
+  void AppendParameters(Napi::Env env, const Completion& completion,
+                        std::vector<napi_value>& args);
   Napi::Value OutputBuffer(Napi::Env env, Output& output);
   static void FreeOutputs(Completion& completion);
   Request* NewRequest();

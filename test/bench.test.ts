@@ -16,8 +16,8 @@ interface Report {
   machine: { node: string; cpus: number; cpuModel: string; loadAverageAtStart: number[]; loadAverageAtEnd: number[] };
   library: string;
   nativeLoop: string | null;
-  workload: { model: string; input: string; datatype: string; shape: number[]; stream: boolean; outputBuffers: boolean; output: string | null };
-  options: { concurrency: number[]; requests: number; outputBuffers: boolean; gcStats: boolean };
+  workload: { model: string; input: string; datatype: string; shape: number[]; stream: boolean; outputBuffers: boolean; output: string | null; dispose: boolean };
+  options: { concurrency: number[]; requests: number; outputBuffers: boolean; dispose: boolean; gcStats: boolean };
   points: Array<Record<string, unknown> & { concurrency: number; binding: Record<string, unknown>; native: Record<string, unknown> }>;
   summary: Record<string, unknown>;
   soak: unknown;
@@ -165,6 +165,21 @@ describe('bench/perf.ts', () => {
 });
 
 describe('bench/perf.ts --output-buffers', () => {
+  it('runs large-dispose, letting go of each response at once', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'tritonserver-node-bench-'));
+    try {
+      const json = join(dir, 'dispose.json');
+      await run(['--scenario', 'large-dispose', '--no-native', '--requests', '100', '--concurrency', '2', '--warmup', '0', '--json', json]);
+      const report = JSON.parse(await readFile(json, 'utf8')) as Report;
+      expect(report.scenario).toBe('large-dispose');
+      expect(report.workload).toMatchObject({ model: 'identity_fp32', shape: [1, 16384], dispose: true, outputBuffers: false });
+      expect(report.options).toMatchObject({ dispose: true });
+      expect(report.points.map((p) => [p.concurrency, p.binding.requests])).toEqual([[2, 100]]);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
   it('runs large-reuse with one caller-provided buffer per slot (each slot checked inside the harness)', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'tritonserver-node-bench-'));
     try {

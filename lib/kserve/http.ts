@@ -385,6 +385,8 @@ class Routes {
     ]);
     const encoded = encodeHttpInferResponse(response, decoded, batched);
     if (encoded.binary.length === 0) {
+      // Encoded into a string: the outputs' memory can go now, not at a GC.
+      response.dispose();
       sendJson(res, 200, encoded.json);
       return;
     }
@@ -400,7 +402,8 @@ class Routes {
     res.cork();
     res.write(header);
     for (const part of encoded.binary) res.write(part);
-    res.end();
+    // The parts are views of the outputs' memory: let go of it once written.
+    res.end(() => response.dispose());
   }
 
   async generate(req: IncomingMessage, res: ServerResponse, name: string, version: number, streaming: boolean): Promise<void> {
