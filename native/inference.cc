@@ -755,6 +755,24 @@ int64_t ToInt64(Napi::Value value, const char* what) {
   return value.As<Napi::Number>().Int64Value();
 }
 
+size_t ElementSize(napi_typedarray_type type) {
+  switch (type) {
+    case napi_int8_array:
+    case napi_uint8_array:
+    case napi_uint8_clamped_array:
+      return 1;
+    case napi_int16_array:
+    case napi_uint16_array:
+      return 2;
+    case napi_int32_array:
+    case napi_uint32_array:
+    case napi_float32_array:
+      return 4;
+    default:  // float64, bigint64, biguint64
+      return 8;
+  }
+}
+
 // Reads a JS string into `out`, reusing its memory (no allocation once the
 // request context has held a string as long).
 void ReadString(Napi::Env env, napi_value value, std::string& out) {
@@ -814,7 +832,7 @@ void InferenceEngine::ParseRequest(const Napi::CallbackInfo& info,
                                  nullptr) != napi_ok)
       throw InvalidArg(env, "input '" + input.name + "': unreadable TypedArray");
     input.data = bytes;
-    input.size = Napi::TypedArray(env, data).ByteLength();
+    input.size = length * ElementSize(type);
   }
   request->outputs_wanted.clear();
   if (info[2].IsArray()) {
