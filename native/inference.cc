@@ -310,6 +310,7 @@ void InferenceEngine::OnResponse(TRITONSERVER_InferenceResponse* response,
     engine->DeleteInTriton(request);
     completion.done = true;
     engine->Push(std::move(completion));
+    engine->NotEntered();  // last: see NotEntered
     return;
   }
   // Queued before the count drops, so the release thread's "done" (if it is
@@ -332,9 +333,11 @@ void InferenceEngine::TritonEvent(Request* request) {
   done.request = request;
   done.done = true;
   Push(std::move(done));
+  NotEntered();  // last: see NotEntered
 }
 
-// The request's last event: nothing of it is left inside Triton.
+// The request's last event: Triton's request is deleted (the caller then
+// reports it done and calls NotEntered()).
 void InferenceEngine::DeleteInTriton(Request* request) {
   TRITONSERVER_InferenceRequest* triton = request->triton;
   {
@@ -343,12 +346,6 @@ void InferenceEngine::DeleteInTriton(Request* request) {
     request->triton_done = true;
   }
   TakeError(api_, api_.InferenceRequestDelete(triton));
-  {
-    std::lock_guard<std::mutex> lock(inside_mutex_);
-    --inside_count_;
-  }
-  inside_changed_.notify_all();
-  state_->RequestLeft();
 }
 
 void InferenceEngine::ReadResponse(TRITONSERVER_InferenceResponse* response,
@@ -513,15 +510,19 @@ void InferenceEngine::Entered(Request* request) {
   request->cancel_generation = cancel_generation_;
 }
 
-// Triton refused it (or it never got there): no longer counted inside.
+// The request is no longer counted inside: Triton holds nothing of it, or
+// never got it. The caller's last use of this engine: whoever waits for the
+// count may let the engine go at once (an ending environment), so only the
+// server's state, which outlives the count it keeps, is used after it.
 // Does not touch the request, which JS may be reusing already.
 void InferenceEngine::NotEntered() {
+  ServerState* state = state_.get();
   {
     std::lock_guard<std::mutex> lock(inside_mutex_);
     --inside_count_;
+    inside_changed_.notify_all();
   }
-  inside_changed_.notify_all();
-  state_->RequestLeft();
+  state->RequestLeft();
 }
 
 bool InferenceEngine::WaitUntilIdle(std::chrono::milliseconds timeout) {
@@ -1098,8 +1099,8 @@ void InferenceEngine::Submit(Request* request) {
   refused.final = true;
   refused.done = true;
   refused.error = std::move(failure);
-  NotEntered();
   Push(std::move(refused));
+  NotEntered();
 }
 
 // What Triton reads from until it releases the request: the one input's

@@ -131,21 +131,22 @@ void ServerState::RequestEntered() {
 }
 
 void ServerState::RequestLeft() {
-  bool delete_now = false;
+  std::shared_ptr<ServerState> self;
   {
     std::lock_guard<std::mutex> lock(inside_mutex_);
     --inside_;
     if (inside_ == 0 && delete_when_empty_) {
       delete_when_empty_ = false;
-      delete_now = true;
+      self = shared_from_this();
     }
+    // Under the lock: a waiter that sees 0 may let this state go at once.
+    inside_changed_.notify_all();
   }
-  inside_changed_.notify_all();
   // This may be a Triton thread (or the JS thread): never delete the server
   // from under it, do it on a thread of its own.
-  if (delete_now) {
+  if (self) {
     BackgroundDeletions::Started();
-    std::thread([self = shared_from_this()] {
+    std::thread([self = std::move(self)] {
       self->SetUnloadTimeout(kMinUnloadSeconds);
       self->StopAndDelete();
       BackgroundDeletions::Finished();
