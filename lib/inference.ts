@@ -544,12 +544,17 @@ export class Inference {
     const inputs = prepareInputs(model, info, request);
     const signal = request.signal;
     if (signal?.aborted) throw cancelled('the request was aborted before it started', signal.reason);
-    const token = startRequest(this.#server(), model, version, inputs, request);
-    if (!this.#flushQueued) {
+    const nativeServer = this.#server();
+    const token = startRequest(nativeServer, model, version, inputs, request);
+    if (calledNs !== undefined && this.observer !== undefined) {
+      // Observed: submitted now, so the submit time it reports is Triton's
+      // acceptance, not the queueing.
+      nativeServer.flush();
+      this.observer.submitted(token, model, calledNs);
+    } else if (!this.#flushQueued) {
       this.#flushQueued = true;
       queueMicrotask(this.#flush);
     }
-    if (calledNs !== undefined) this.observer?.submitted(token, model, calledNs);
     return token;
   }
 
