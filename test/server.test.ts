@@ -5,7 +5,7 @@ import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Server, TritonError, apiVersion, librarySearchPaths } from '../lib/index.js';
+import { Server, TritonError, apiVersion, librarySearchPaths, liveObjects } from '../lib/index.js';
 import { MODELS, OLD_API_LIBRARY, QUIET, REPO_ROOT, copyRepository, startServer, rejection } from './helpers.js';
 
 const run = promisify(execFile);
@@ -90,6 +90,23 @@ describe('lifecycle', () => {
     const error = await slow;
     expect(error.code).toBe('CANCELLED');
     expect(error.message).toMatch(/cancel/);
+  }, 15_000);
+
+  it('stop() in the same tick as infer(): the requests not yet handed to Triton are cancelled, nothing is left', async () => {
+    const server = await started({ startupModels: ['identity_fp32'] });
+    const model = server.model('identity_fp32');
+    await model.infer({ inputs: { INPUT0: { shape: [1, 1], data: new Float32Array([1]) } } }); // metadata cached
+    // Queued (the addon submits once per tick), then stopped before that tick ends.
+    const queued = Array.from({ length: 8 }, (_, i) =>
+      rejection(model.infer({ inputs: { INPUT0: { shape: [1, 1], data: new Float32Array([i]) } } })),
+    );
+    const report = await server.stop();
+    expect(report).toEqual({ complete: true, requestsInside: 0, message: '' });
+    for (const error of await Promise.all(queued)) {
+      expect(error.code).toBe('CANCELLED');
+      expect(error.message).toMatch(/cancelled before it reached Triton/);
+    }
+    expect(liveObjects()).toMatchObject({ requests: 0, responses: 0, inputReferences: 0, pending: 0 });
   }, 15_000);
 
   it('past the exit timeout, stop() says what is left running and deletes the server only after it returns', async () => {
