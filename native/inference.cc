@@ -124,7 +124,7 @@ struct InferenceEngine::Request {
   // Made by Submit(); set under inside_mutex_ once handed to Triton.
   TRITONSERVER_InferenceRequest* triton = nullptr;
   Napi::Reference<Napi::Value> inputs;  // keeps input memory alive
-  bool submitted = false;               // counted inside (Entered)
+  bool counted_inside = false;          // Entered() counted it
   bool final_seen = false;              // JS saw the FINAL response
   // Release and FINAL response still to come from Triton (its threads).
   std::atomic<int> triton_events{2};
@@ -506,7 +506,7 @@ void InferenceEngine::Entered(Request* request) {
   state_->RequestEntered();
   std::lock_guard<std::mutex> lock(inside_mutex_);
   ++inside_count_;
-  request->submitted = true;
+  request->counted_inside = true;
   request->cancel_generation = cancel_generation_;
 }
 
@@ -709,7 +709,7 @@ InferenceEngine::Request* InferenceEngine::NewRequest() {
   }
   request->token = next_token_++;
   request->triton = nullptr;
-  request->submitted = false;
+  request->counted_inside = false;
   request->final_seen = false;
   request->triton_done = false;
   request->cancel_requested = false;
@@ -1185,7 +1185,7 @@ void InferenceEngine::ReleaseInputsOfFinished() {
     bool done;
     {
       std::lock_guard<std::mutex> lock(inside_mutex_);
-      done = !request->submitted || request->triton_done;
+      done = !request->counted_inside || request->triton_done;
     }
     if (!done) {
       ++it;

@@ -1,6 +1,7 @@
-// Inference for one server: requests in, responses out, on Triton's threads
-// only what must happen there (allocate, enqueue), everything else on the JS
-// thread in one drain per tick.
+// Inference for one server (one engine per thread that uses it). Requests
+// in: recorded on the JS thread, submitted once per tick (here, or by the
+// engine's submitter thread). Responses out: read and deleted on Triton's
+// threads, turned into JS values on the JS thread in one drain per tick.
 #pragma once
 
 #include <napi.h>
@@ -8,13 +9,13 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <unordered_set>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "errors.h"
@@ -39,7 +40,8 @@ class InferenceEngine {
   ~InferenceEngine();
 
   // infer(model, version, outputs, id, priority, timeoutUs, flags,
-  //       correlationId, parameters, outputBuffers, ...inputs) → token.
+  //       correlationId, parameters, outputBuffers, ...inputs) → token; the
+  // request is recorded, and handed to Triton by the next Flush().
   Napi::Value Infer(const Napi::CallbackInfo& info);
   // Submits what infer() calls of this tick left (see inference.cc); with
   // `wait`, only after the submitter thread's earlier ones.
