@@ -532,8 +532,9 @@ export class Inference {
       signal?.removeEventListener('abort', onAbort);
       if (!finished) {
         // Left early (break, error, abort): stop the work in Triton; the
-        // remaining completions still arrive and free their resources.
-        this.#await(token, IGNORE_COMPLETIONS);
+        // remaining completions still arrive and free their resources. Its
+        // FINAL may be here already, unread: then nothing is left to wait for.
+        if (this.#pending.has(token)) this.#pending.set(token, IGNORE_COMPLETIONS);
         this.#cancel(token);
       }
     }

@@ -49,7 +49,13 @@ class BlockPool {
   }
 
   BufferHeader* Take(size_t bytes) {
+#if defined(__SANITIZE_ADDRESS__)
+    // Under AddressSanitizer every block is malloc'd and freed, so a use
+    // after it went back is reported instead of reading a recycled block.
+    const uint8_t size_class = kUnpooled;
+#else
     const uint8_t size_class = ClassOf(bytes);
+#endif
     BufferHeader* header = nullptr;
     if (size_class != kUnpooled) {
       Class& c = classes_[size_class];
@@ -490,8 +496,9 @@ void InferenceEngine::Signal() {
       left.swap(queue_);
     }
     --signalling_;
+    // Under the lock: Abandon() may let the engine go once it sees 0.
+    signalled_.notify_all();
   }
-  signalled_.notify_all();
   for (Completion& c : left) CompleteNatively(c);
 }
 

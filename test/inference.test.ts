@@ -176,6 +176,19 @@ describe('streaming', () => {
     await expectNothingLive();
   });
 
+  it('a loop left at its last response, with the bare FINAL already queued, leaves nothing pending', async () => {
+    for (let round = 0; round < 5; round++) {
+      const stream = server.model('repeat_int32').stream({ inputs: { IN: new Int32Array([1, 2, 3]) } })[Symbol.asyncIterator]();
+      const first = await stream.next();
+      expect(first.done).toBe(false);
+      // Every response and the FINAL flag arrive meanwhile, unread.
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      await stream.return!(undefined);
+    }
+    expect(liveObjects().pending).toBe(0);
+    await expectNothingLive();
+  });
+
   it('yields exactly one response for a non-decoupled model', async () => {
     const responses = [];
     for await (const response of server.model('identity_int32').stream({
