@@ -700,19 +700,14 @@ interface Parts {
  * value does not name one, `expectedDatatype` (the model's). Throws
  * `TritonError('INVALID_ARG')` naming the input.
  */
-/** The one TypedArray that carries each data type unambiguously (others take normalizeInput's path). */
-const OWN_CARRIER: Partial<Record<DataType, ViewConstructorOf>> = {
-  UINT8: Uint8Array,
-  UINT16: Uint16Array,
-  UINT32: Uint32Array,
-  UINT64: BigUint64Array,
-  INT8: Int8Array,
-  INT16: Int16Array,
-  INT32: Int32Array,
-  INT64: BigInt64Array,
-  FP32: Float32Array,
-  FP64: Float64Array,
-};
+/**
+ * The TypedArray a data type is stored in, where that array implies the
+ * type (FP32 → Float32Array); BOOL, FP16 and BF16, whose arrays imply
+ * another type, take normalizeInput's path.
+ */
+const OWN_CARRIER: Partial<Record<DataType, ViewConstructorOf>> = Object.fromEntries(
+  Object.entries(STORAGE).filter(([datatype, View]) => IMPLIED_DATATYPE[View.name] === datatype),
+);
 
 /**
  * The common input forms read without intermediate objects: the data type's
@@ -730,14 +725,15 @@ export function appendPlainInput(
 ): readonly number[] | undefined {
   const carrier = OWN_CARRIER[expected];
   if (carrier === undefined || typeof value !== 'object' || value === null) return undefined;
-  if (value.constructor === carrier) {
+  // isView: a real TypedArray, not an object posing with its constructor.
+  if (ArrayBuffer.isView(value) && value.constructor === carrier) {
     const length = (value as TypedArray).length;
     fields.push(name, DATA_TYPE_INFO[expected].enum, 1, length, value as ArrayBufferView);
     return [length];
   }
   if (value.constructor !== Object) return undefined;
   const { data, shape, datatype } = value as { data?: unknown; shape?: unknown; datatype?: unknown };
-  if (typeof data !== 'object' || data === null || data.constructor !== carrier) return undefined;
+  if (!ArrayBuffer.isView(data) || data.constructor !== carrier) return undefined;
   if ((datatype !== undefined && datatype !== expected) || !Array.isArray(shape)) return undefined;
   let product = 1;
   for (let i = 0; i < shape.length; i++) {

@@ -31,7 +31,7 @@ import {
   type InferenceRequest,
   type ServerOptions,
 } from '../lib/index.js';
-import { MODELS, QUIET, collectGarbage, startServer } from './helpers.js';
+import { MODELS, QUIET, collectGarbage, rejection, startServer } from './helpers.js';
 
 let server: Server;
 let scratch: string;
@@ -157,6 +157,8 @@ function rows(): Row[] {
     ['input: a string', () => model.infer(bad({ inputs: { INPUT0: 'abc' } }))],
     ['input: posing tensor', () => model.infer(bad({ inputs: { INPUT0: posingTensor } }))],
     ['input: ArrayBuffer', () => model.infer(bad({ inputs: { INPUT0: new ArrayBuffer(8) } }))],
+    ['input: posing Float32Array', () => model.infer(bad({ inputs: { INPUT0: { constructor: Float32Array, length: 2 } } }))],
+    ['input: { data: posing Float32Array }', () => model.infer(bad({ inputs: { INPUT0: { shape: [1, 2], data: { constructor: Float32Array, length: 2 } } } }))],
     ['input: DataView', () => model.infer(bad({ inputs: { INPUT0: { shape: [1, 2], data: new DataView(new ArrayBuffer(8)) } } }))],
     ['input: detached buffer', () => model.infer({ inputs: { INPUT0: { shape: [1, 2], data: detached } } })],
     ['input: shape NaN', () => model.infer({ inputs: { INPUT0: { shape: [1, NaN], data: new Float32Array(1) } } })],
@@ -234,6 +236,17 @@ describe('hostile arguments', () => {
     }
     expect(wrong).toEqual([]);
     expect(server.stopped).toBe(false);
+  });
+
+  it('refuses an object posing as a TypedArray itself, before the addon sees it', async () => {
+    const model = server.model('identity_fp32');
+    const impostor = { constructor: Float32Array, length: 2 };
+    const bare = await rejection(model.infer(bad({ inputs: { INPUT0: impostor } })));
+    expect(bare.code).toBe('INVALID_ARG');
+    expect(bare.message).toMatch(/^input 'INPUT0': expected a Tensor, a TypedArray/);
+    const wrapped = await rejection(model.infer(bad({ inputs: { INPUT0: { shape: [1, 2], data: impostor } } })));
+    expect(wrapped.code).toBe('INVALID_ARG');
+    expect(wrapped.message).toMatch(/^input 'INPUT0': data must be a TypedArray or an array, got an object/);
   });
 
   it('leaves the server serving and nothing live', async () => {
