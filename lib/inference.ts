@@ -27,7 +27,7 @@ import {
   type TraceOptions,
 } from './observability/tracing.js';
 import type { InferenceObserver } from './observability/package-metrics.js';
-import { appendPlainInput, normalizeInput, outputTensor, type DataType, type InputValue, type Tensor } from './tensor.js';
+import { appendPlainInput, normalizeInput, outputTensor, tensorBytes, type DataType, type InputValue, type Tensor } from './tensor.js';
 
 export interface SequenceOptions {
   /** Correlation id of the sequence (Triton's `correlation_id`). */
@@ -217,6 +217,11 @@ function toResponse(
       // Written into the caller's own buffer: a view of it.
       const given = (request.outputs as Record<string, OutputBufferSpec>)[name]!.data!;
       outputs[name] = outputTensor(name, datatype, shape, given.buffer as ArrayBuffer, given.byteOffset, bytes);
+    } else if (typeof fields[i] === 'number') {
+      // In the shared buffer of small outputs: copied out.
+      const offset = fields[i++] as number;
+      const size = fields[i++] as number;
+      outputs[name] = outputTensor(name, datatype, shape, bytes, offset, size, true);
     } else {
       outputs[name] = outputTensor(name, datatype, shape, bytes);
     }
@@ -226,6 +231,13 @@ function toResponse(
     parameters[fields[i] as string] = fields[i + 1] as string | number | boolean;
   }
   return new OwnedResponse({ name: model, version: version ?? -1 }, request.id ?? '', outputs, parameters, final, fields);
+}
+
+/** The name of the output whose fields include `fields[at]`: the last string before. */
+function outputNameBefore(fields: ResponseField[], at: number): string {
+  let i = at - 1;
+  while (typeof fields[i] !== 'string') i--;
+  return fields[i] as string;
 }
 
 /** A response whose output memory the package allocated (see dispose()). */
@@ -246,7 +258,20 @@ class OwnedResponse implements InferenceResponse {
   }
 
   dispose(): void {
-    const buffers = this.#fields.filter((field): field is ArrayBuffer => field instanceof ArrayBuffer);
+    const buffers: ArrayBuffer[] = [];
+    const fields = this.#fields;
+    for (let i = 0; i < fields.length; i++) {
+      const field = fields[i];
+      if (!(field instanceof ArrayBuffer)) continue;
+      if (typeof fields[i + 1] === 'number') {
+        // The shared buffer of small outputs (see toResponse): each of them
+        // has its own copy, found by the output's name before its dims.
+        buffers.push(tensorBytes(this.outputs[outputNameBefore(fields, i)]!).buffer as ArrayBuffer);
+        i += 2;
+      } else {
+        buffers.push(field);
+      }
+    }
     if (buffers.length > 0) native.detachBuffers(...buffers);
   }
 

@@ -20,7 +20,10 @@ const API_VERSION_FIELDS: ReadonlySet<string> = new Set(['libraryPath']);
  * either an error, or the model version, the number of response parameters
  * (undefined for none), each output flat as name, datatype, rank, dims…,
  * bytes, and last the parameters as name, value pairs. A FINAL flag without
- * a response has only the first two arguments.
+ * a response has only the first two arguments. An output's bytes are its own
+ * ArrayBuffer; or a number, its size in the caller's buffer for it; or, for
+ * outputs of 64 bytes or less, a buffer shared with others, offset, size
+ * (to be copied out: a typed array that small lives in V8's heap).
  */
 export type NativeResponseCallback = (
   token: number,

@@ -758,8 +758,7 @@ export function normalizeInput(name: string, value: InputValue, expectedDatatype
       throw invalid(`${label}: the tensor is ${datatype} but the model expects ${expectedDatatype}`);
     }
     const shape = copyShape(label, value.shape, value.size);
-    const data = tensorWire(value) ?? (value.data as ArrayBufferView);
-    return { name, datatype: DATA_TYPE_INFO[datatype].enum, shape, data };
+    return { name, datatype: DATA_TYPE_INFO[datatype].enum, shape, data: tensorBytes(value) };
   }
 
   let parts: Parts;
@@ -956,6 +955,15 @@ function copyShape(label: string, shape: readonly number[], count: number): numb
  * `byteOffset` forces a copy. Throws `TritonError('INTERNAL')` when the bytes
  * do not match the shape and `UNSUPPORTED` for an unknown data type.
  */
+/** The memory a tensor's elements are in (BYTES: its wire form). */
+export function tensorBytes(tensor: Tensor): ArrayBufferView {
+  return tensorWire(tensor) ?? (tensor.data as ArrayBufferView);
+}
+
+/**
+ * An output tensor over bytes of `buffer`, or over a copy of them (`copy`:
+ * from a buffer the addon shares between small outputs).
+ */
 export function outputTensor(
   name: string,
   datatype: number,
@@ -963,6 +971,7 @@ export function outputTensor(
   buffer: ArrayBufferLike,
   byteOffset = 0,
   byteLength: number = buffer.byteLength - byteOffset,
+  copy = false,
 ): Tensor {
   const dt = Number.isInteger(datatype) ? DATA_TYPES[datatype - 1] : undefined;
   if (dt === undefined) {
@@ -983,7 +992,8 @@ export function outputTensor(
   const size = outputSize(name, shape);
 
   if (dt === 'BYTES') {
-    const wire = new Uint8Array(buffer, byteOffset, byteLength);
+    let wire = new Uint8Array(buffer, byteOffset, byteLength);
+    if (copy) wire = wire.slice();
     countBytes(wire, size, `output '${name}'`);
     return constructTensor(name, dt, shape, size, undefined, wire);
   }
@@ -1002,7 +1012,10 @@ export function outputTensor(
     offset = 0;
   }
   const View: ViewConstructorOf = (dt === 'FP16' ? float16ArrayConstructor() : undefined) ?? STORAGE[dt];
-  const data = new View(source, offset, size) as TensorData<typeof dt>;
+  type Data = TensorData<typeof dt>;
+  let data = new View(source, offset, size) as Data;
+  // Every element type's view (Float16Array too) has slice().
+  if (copy) data = (data as unknown as { slice(): Data }).slice();
   return constructTensor(name, dt, shape, size, data, undefined);
 }
 

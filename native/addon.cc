@@ -172,17 +172,17 @@ Napi::Value Addon::AttachServer(const Napi::CallbackInfo& info) {
   return server;
 }
 
-Napi::String Addon::ParameterName(Napi::Env env, const std::string& name) {
-  auto found = parameter_names_.find(name);
-  if (found != parameter_names_.end())
-    return parameter_name_strings_.Value().Get(found->second).As<Napi::String>();
+Napi::String Addon::ResponseName(Napi::Env env, const std::string& name) {
+  auto found = response_names_.find(name);
+  if (found != response_names_.end())
+    return response_name_strings_.Value().Get(found->second).As<Napi::String>();
   Napi::String key = Napi::String::New(env, name);
-  if (parameter_names_.size() < kMaxNames) {
-    if (parameter_name_strings_.IsEmpty())
-      parameter_name_strings_ = Napi::Persistent(Napi::Array::New(env));
-    const auto index = static_cast<uint32_t>(parameter_names_.size());
-    parameter_name_strings_.Value().Set(index, key);
-    parameter_names_.emplace(name, index);
+  if (response_names_.size() < kMaxNames) {
+    if (response_name_strings_.IsEmpty())
+      response_name_strings_ = Napi::Persistent(Napi::Array::New(env));
+    const auto index = static_cast<uint32_t>(response_names_.size());
+    response_name_strings_.Value().Set(index, key);
+    response_names_.emplace(name, index);
   }
   return key;
 }

@@ -26,10 +26,10 @@ class Addon : public Napi::Addon<Addon> {
   // Servers of this environment not yet collected, for process.exit().
   std::unordered_set<ServerWrap*> servers;
 
-  // The JS string for a response parameter's name: models send the same few
-  // names in every response, and making a property key anew each time costs
-  // more than the rest of the parameter. Kept for the first kMaxNames.
-  Napi::String ParameterName(Napi::Env env, const std::string& name);
+  // The JS string for a name every response repeats (outputs, response
+  // parameters): making a property key anew each time costs more than the
+  // rest of a small output. Kept for the first kMaxNames.
+  Napi::String ResponseName(Napi::Env env, const std::string& name);
 
  private:
   Napi::Value SetErrorClass(const Napi::CallbackInfo& info);
@@ -43,8 +43,8 @@ class Addon : public Napi::Addon<Addon> {
   static constexpr size_t kMaxNames = 64;
   // Node-API before version 10 references objects only: the strings live in
   // one array, found by index.
-  Napi::Reference<Napi::Array> parameter_name_strings_;
-  std::unordered_map<std::string, uint32_t> parameter_names_;
+  Napi::Reference<Napi::Array> response_name_strings_;
+  std::unordered_map<std::string, uint32_t> response_names_;
 };
 
 }  // namespace tsn

@@ -29,6 +29,12 @@ struct alignas(64) BufferHeader {
 constexpr size_t kHeaderSize = sizeof(BufferHeader);
 // Outputs up to this size are copied into JS memory (see OutputBuffer).
 constexpr size_t kCopyUpToBytes = 4096;
+// Outputs up to this size are copied into one JS buffer per drain round, out
+// of which JS slices each: a typed array this small lives in V8's heap, so
+// no backing store is made (and swept, and counted as external memory) for
+// each of them. V8's limit for typed arrays in its heap is 64 bytes.
+constexpr size_t kPooledUpToBytes = 64;
+constexpr size_t kPoolAlignment = 8;  // any element type's
 
 // buffer_userp of an output Triton wrote into memory the caller gave.
 char kCallerMemory;
@@ -572,6 +578,7 @@ void InferenceEngine::DrainOnJsThread(Napi::Env env, Napi::Function callback) {
       }
     }
     Napi::HandleScope scope(env);
+    OpenPool(env);
     for (Completion& completion : draining_) {
       Request* request = completion.request;
       if (completion.has_response || completion.final) {
@@ -635,8 +642,9 @@ void InferenceEngine::DeliverResponse(Napi::Env env, Napi::Function callback,
   args.push_back(parameter_count == 0
                      ? env.Undefined()
                      : Napi::Number::New(env, static_cast<double>(parameter_count)));
+  Addon* addon = env.GetInstanceData<Addon>();
   for (Output& output : completion.outputs) {
-    args.push_back(Napi::String::New(env, output.name));
+    args.push_back(addon->ResponseName(env, output.name));
     args.push_back(Napi::Number::New(env, output.datatype));
     args.push_back(Napi::Number::New(env, output.rank));
     for (uint32_t d = 0; d < output.rank; ++d)
@@ -645,6 +653,17 @@ void InferenceEngine::DeliverResponse(Napi::Env env, Napi::Function callback,
     if (output.memory == Output::Memory::kCaller) {
       // Written into the caller's buffer: JS knows which; only the size.
       args.push_back(Napi::Number::New(env, static_cast<double>(output.size)));
+    } else if (Pooled(output)) {
+      // pool, offset, size: JS copies it out (lib/inference.ts toResponse).
+      auto* header = static_cast<BufferHeader*>(output.block);
+      std::memcpy(pool_data_ + pool_used_,
+                  reinterpret_cast<char*>(header) + kHeaderSize, output.size);
+      output.block = nullptr;
+      FreeBlock(header);
+      args.push_back(pool_);
+      args.push_back(Napi::Number::New(env, static_cast<double>(pool_used_)));
+      args.push_back(Napi::Number::New(env, static_cast<double>(output.size)));
+      pool_used_ += PoolBytes(output.size);
     } else {
       args.push_back(OutputBuffer(env, output));
     }
@@ -660,7 +679,7 @@ void InferenceEngine::AppendParameters(Napi::Env env, const Completion& completi
   if (completion.parameters.empty()) return;
   Addon* addon = env.GetInstanceData<Addon>();
   for (const Parameter& parameter : completion.parameters) {
-    args.push_back(addon->ParameterName(env, parameter.name));
+    args.push_back(addon->ResponseName(env, parameter.name));
     switch (parameter.type) {
       case TRITONSERVER_PARAMETER_STRING:
         args.push_back(Napi::String::New(env, parameter.text));
@@ -679,6 +698,31 @@ void InferenceEngine::AppendParameters(Napi::Env env, const Completion& completi
 // allows external buffers, copied where it does not. Small outputs are
 // copied too: an external buffer's finalizer and GC bookkeeping cost more
 // than copying a few KiB. Either way the block leaves `output`.
+bool InferenceEngine::Pooled(const Output& output) {
+  return output.memory == Output::Memory::kBlock &&
+         output.size <= kPooledUpToBytes;
+}
+
+size_t InferenceEngine::PoolBytes(size_t size) {
+  return (size + kPoolAlignment - 1) / kPoolAlignment * kPoolAlignment;
+}
+
+// One buffer for the small outputs of this drain round, made before the
+// round delivers anything: it is sized for all of them.
+void InferenceEngine::OpenPool(Napi::Env env) {
+  size_t bytes = 0;
+  for (const Completion& completion : draining_)
+    for (const Output& output : completion.outputs)
+      if (Pooled(output)) bytes += PoolBytes(output.size);
+  pool_used_ = 0;
+  pool_data_ = nullptr;
+  pool_ = nullptr;
+  if (bytes == 0) return;
+  Napi::ArrayBuffer pool = Napi::ArrayBuffer::New(env, bytes);
+  pool_ = pool;
+  pool_data_ = static_cast<char*>(pool.Data());
+}
+
 Napi::Value InferenceEngine::OutputBuffer(Napi::Env env, Output& output) {
   if (output.memory != Output::Memory::kBlock) return Napi::ArrayBuffer::New(env, 0);
   auto* header = static_cast<BufferHeader*>(output.block);

@@ -148,6 +148,9 @@ class InferenceEngine {
   void AppendParameters(Napi::Env env, const Completion& completion,
                         std::vector<napi_value>& args);
   Napi::Value OutputBuffer(Napi::Env env, Output& output);
+  static bool Pooled(const Output& output);
+  static size_t PoolBytes(size_t size);
+  void OpenPool(Napi::Env env);
   static void FreeOutputs(Completion& completion);
   Request* NewRequest();
   void Finish(Napi::Env env, Request* request);
@@ -175,6 +178,10 @@ class InferenceEngine {
   std::vector<int64_t> shape_scratch_;
   std::vector<Completion> draining_;
   std::vector<napi_value> args_scratch_;
+  // The drain round's buffer of small outputs (OpenPool).
+  napi_value pool_ = nullptr;
+  char* pool_data_ = nullptr;
+  size_t pool_used_ = 0;
   std::vector<napi_value> input_views_;  // of the request being built
   std::vector<Request*> unsubmitted_;    // infer() calls since the last flush
   std::vector<Request*> submitting_here_;  // Flush()'s own, on this thread

@@ -74,6 +74,37 @@ describe('output buffers', () => {
   });
 });
 
+describe('small outputs', () => {
+  // Outputs of 64 bytes or less reach JS in one buffer per drain, copied out.
+  it('are each their own memory, even when many responses arrive together', async () => {
+    const ks = Array.from({ length: 32 }, (_, k) => k);
+    const responses = await Promise.all(
+      ks.map((k) =>
+        server.model('add_sub').infer({ inputs: { INPUT0: new Float32Array([k, k, k, k]), INPUT1: new Float32Array([1, 2, 3, 4]) } }),
+      ),
+    );
+    for (const k of ks) {
+      const sum = responses[k]!.outputs.OUTPUT0!.data as Float32Array;
+      const difference = responses[k]!.outputs.OUTPUT1!.data as Float32Array;
+      expect(Array.from(sum)).toEqual([k + 1, k + 2, k + 3, k + 4]);
+      expect(Array.from(difference)).toEqual([k - 1, k - 2, k - 3, k - 4]);
+      expect(sum.buffer.byteLength).toBe(16);
+      expect(difference.buffer).not.toBe(sum.buffer);
+    }
+    (responses[0]!.outputs.OUTPUT0!.data as Float32Array).fill(-7);
+    expect(Array.from(responses[1]!.outputs.OUTPUT0!.data as Float32Array)).toEqual([2, 3, 4, 5]);
+    // Disposing one response empties its outputs only.
+    responses[2]!.dispose();
+    expect((responses[2]!.outputs.OUTPUT0!.data as Float32Array).length).toBe(0);
+    expect((responses[2]!.outputs.OUTPUT1!.data as Float32Array).length).toBe(0);
+    expect(Array.from(responses[3]!.outputs.OUTPUT1!.data as Float32Array)).toEqual([2, 1, 0, -1]);
+    const strings = await Promise.all(
+      ['a', 'bc', 'def'].map((text) => server.model('identity_bytes').infer({ inputs: { INPUT0: { shape: [1, 1], data: [text] } } })),
+    );
+    expect(strings.map((response) => response.outputs.OUTPUT0!.strings())).toEqual([['a'], ['bc'], ['def']]);
+  });
+});
+
 describe('response.dispose()', () => {
   // Node runs the finalizer of a detached external buffer in its next
   // immediate (node_buffer.cc, CallbackInfo::OnBackingStoreFree), not at GC.
