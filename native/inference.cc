@@ -578,7 +578,13 @@ void InferenceEngine::DrainOnJsThread(Napi::Env env, Napi::Function callback) {
       }
     }
     Napi::HandleScope scope(env);
-    OpenPool(env);
+    if (!thrown) {
+      try {
+        OpenPool(env);
+      } catch (const Napi::Error& error) {
+        thrown = error;
+      }
+    }
     for (Completion& completion : draining_) {
       Request* request = completion.request;
       if (completion.has_response || completion.final) {
@@ -653,7 +659,7 @@ void InferenceEngine::DeliverResponse(Napi::Env env, Napi::Function callback,
     if (output.memory == Output::Memory::kCaller) {
       // Written into the caller's buffer: JS knows which; only the size.
       args.push_back(Napi::Number::New(env, static_cast<double>(output.size)));
-    } else if (Pooled(output)) {
+    } else if (pool_data_ != nullptr && Pooled(output)) {
       // pool, offset, size: JS copies it out (lib/inference.ts toResponse).
       auto* header = static_cast<BufferHeader*>(output.block);
       std::memcpy(pool_data_ + pool_used_,
@@ -717,6 +723,8 @@ void InferenceEngine::OpenPool(Napi::Env env) {
   pool_used_ = 0;
   pool_data_ = nullptr;
   pool_ = nullptr;
+  // Throws when JS cannot run (a worker being terminated): the drain then
+  // frees what it holds without delivering it.
   if (bytes == 0) return;
   Napi::ArrayBuffer pool = Napi::ArrayBuffer::New(env, bytes);
   pool_ = pool;
