@@ -947,22 +947,19 @@ function copyShape(label: string, shape: readonly number[], count: number): numb
 // ---------------------------------------------------------------------------
 // Outputs.
 
-/**
- * Wraps Triton output memory as a Tensor without copying: a TypedArray view
- * over `buffer` (FP16 as Float16Array where the runtime has it, else
- * Uint16Array bits; BF16 as Uint16Array bits), or for BYTES the wire form
- * whose elements become views on first use. Only a misaligned numeric
- * `byteOffset` forces a copy. Throws `TritonError('INTERNAL')` when the bytes
- * do not match the shape and `UNSUPPORTED` for an unknown data type.
- */
 /** The memory a tensor's elements are in (BYTES: its wire form). */
 export function tensorBytes(tensor: Tensor): ArrayBufferView {
   return tensorWire(tensor) ?? (tensor.data as ArrayBufferView);
 }
 
 /**
- * An output tensor over bytes of `buffer`, or over a copy of them (`copy`:
- * from a buffer the addon shares between small outputs).
+ * Wraps Triton output memory as a Tensor without copying: a TypedArray view
+ * over `buffer` (FP16 as Float16Array where the runtime has it, else
+ * Uint16Array bits; BF16 as Uint16Array bits), or for BYTES the wire form
+ * whose elements become views on first use. Only a misaligned numeric
+ * `byteOffset` forces a copy, and `copy` (bytes in the buffer the addon
+ * shares between small outputs). Throws `TritonError('INTERNAL')` when the
+ * bytes do not match the shape and `UNSUPPORTED` for an unknown data type.
  */
 export function outputTensor(
   name: string,

@@ -33,8 +33,7 @@ constexpr size_t kCopyUpToBytes = 4096;
 // of which JS slices each: a typed array this small lives in V8's heap, so
 // no backing store is made (and swept, and counted as external memory) for
 // each of them. V8's limit for typed arrays in its heap is 64 bytes.
-constexpr size_t kPooledUpToBytes = 64;
-constexpr size_t kPoolAlignment = 8;  // any element type's
+constexpr size_t kSmallUpToBytes = 64;
 
 // buffer_userp of an output Triton wrote into memory the caller gave.
 char kCallerMemory;
@@ -578,9 +577,10 @@ void InferenceEngine::DrainOnJsThread(Napi::Env env, Napi::Function callback) {
       }
     }
     Napi::HandleScope scope(env);
+    SmallOutputs small;
     if (!thrown) {
       try {
-        OpenPool(env);
+        small = OpenSmallOutputs(env);
       } catch (const Napi::Error& error) {
         thrown = error;
       }
@@ -592,7 +592,7 @@ void InferenceEngine::DrainOnJsThread(Napi::Env env, Napi::Function callback) {
         // is delivered, but every resource is still given back.
         if (!thrown) {
           try {
-            DeliverResponse(env, callback, completion);
+            DeliverResponse(env, callback, completion, small);
           } catch (const Napi::Error& error) {
             thrown = error;
           }
@@ -628,7 +628,8 @@ void InferenceEngine::DrainOnJsThread(Napi::Env env, Napi::Function callback) {
 // everything else in a response. The model name and request id are the
 // caller's own and are not rebuilt as JS strings.
 void InferenceEngine::DeliverResponse(Napi::Env env, Napi::Function callback,
-                                      Completion& completion) {
+                                      Completion& completion,
+                                      SmallOutputs& small) {
   std::vector<napi_value>& args = args_scratch_;
   args.clear();
   args.push_back(Napi::Number::New(env, static_cast<double>(completion.request->token)));
@@ -659,17 +660,17 @@ void InferenceEngine::DeliverResponse(Napi::Env env, Napi::Function callback,
     if (output.memory == Output::Memory::kCaller) {
       // Written into the caller's buffer: JS knows which; only the size.
       args.push_back(Napi::Number::New(env, static_cast<double>(output.size)));
-    } else if (pool_data_ != nullptr && Pooled(output)) {
-      // pool, offset, size: JS copies it out (lib/inference.ts toResponse).
+    } else if (small.data != nullptr && IsSmall(output)) {
+      // buffer, offset, size: JS copies it out (lib/inference.ts toResponse).
       auto* header = static_cast<BufferHeader*>(output.block);
-      std::memcpy(pool_data_ + pool_used_,
+      std::memcpy(small.data + small.used,
                   reinterpret_cast<char*>(header) + kHeaderSize, output.size);
       output.block = nullptr;
       FreeBlock(header);
-      args.push_back(pool_);
-      args.push_back(Napi::Number::New(env, static_cast<double>(pool_used_)));
+      args.push_back(small.buffer);
+      args.push_back(Napi::Number::New(env, static_cast<double>(small.used)));
       args.push_back(Napi::Number::New(env, static_cast<double>(output.size)));
-      pool_used_ += PoolBytes(output.size);
+      small.used += SmallOutputs::Room(output.size);
     } else {
       args.push_back(OutputBuffer(env, output));
     }
@@ -700,37 +701,31 @@ void InferenceEngine::AppendParameters(Napi::Env env, const Completion& completi
   }
 }
 
+bool InferenceEngine::IsSmall(const Output& output) {
+  return output.memory == Output::Memory::kBlock &&
+         output.size <= kSmallUpToBytes;
+}
+
+// One buffer for the small outputs of a drain round, made before the round
+// delivers anything: it is sized for all of them. Throws when JS cannot run
+// (a worker being terminated); the drain then frees what it holds.
+InferenceEngine::SmallOutputs InferenceEngine::OpenSmallOutputs(Napi::Env env) {
+  size_t bytes = 0;
+  for (const Completion& completion : draining_)
+    for (const Output& output : completion.outputs)
+      if (IsSmall(output)) bytes += SmallOutputs::Room(output.size);
+  SmallOutputs small;
+  if (bytes == 0) return small;
+  Napi::ArrayBuffer buffer = Napi::ArrayBuffer::New(env, bytes);
+  small.buffer = buffer;
+  small.data = static_cast<char*>(buffer.Data());
+  return small;
+}
+
 // The tensor bytes as an ArrayBuffer: adopted without a copy where Node-API
 // allows external buffers, copied where it does not. Small outputs are
 // copied too: an external buffer's finalizer and GC bookkeeping cost more
 // than copying a few KiB. Either way the block leaves `output`.
-bool InferenceEngine::Pooled(const Output& output) {
-  return output.memory == Output::Memory::kBlock &&
-         output.size <= kPooledUpToBytes;
-}
-
-size_t InferenceEngine::PoolBytes(size_t size) {
-  return (size + kPoolAlignment - 1) / kPoolAlignment * kPoolAlignment;
-}
-
-// One buffer for the small outputs of this drain round, made before the
-// round delivers anything: it is sized for all of them.
-void InferenceEngine::OpenPool(Napi::Env env) {
-  size_t bytes = 0;
-  for (const Completion& completion : draining_)
-    for (const Output& output : completion.outputs)
-      if (Pooled(output)) bytes += PoolBytes(output.size);
-  pool_used_ = 0;
-  pool_data_ = nullptr;
-  pool_ = nullptr;
-  // Throws when JS cannot run (a worker being terminated): the drain then
-  // frees what it holds without delivering it.
-  if (bytes == 0) return;
-  Napi::ArrayBuffer pool = Napi::ArrayBuffer::New(env, bytes);
-  pool_ = pool;
-  pool_data_ = static_cast<char*>(pool.Data());
-}
-
 Napi::Value InferenceEngine::OutputBuffer(Napi::Env env, Output& output) {
   if (output.memory != Output::Memory::kBlock) return Napi::ArrayBuffer::New(env, 0);
   auto* header = static_cast<BufferHeader*>(output.block);

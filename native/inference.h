@@ -143,14 +143,22 @@ class InferenceEngine {
   void Entered(Request* request);
   void NotEntered();
   void DrainOnJsThread(Napi::Env env, Napi::Function callback);
+  // The small outputs (≤ 64 B) of one drain round, copied into one JS
+  // buffer (inference.cc OpenSmallOutputs).
+  struct SmallOutputs {
+    napi_value buffer = nullptr;
+    char* data = nullptr;
+    size_t used = 0;
+    // Each starts 8-byte aligned: right for any element type.
+    static size_t Room(size_t size) { return (size + 7) / 8 * 8; }
+  };
   void DeliverResponse(Napi::Env env, Napi::Function callback,
-                       Completion& completion);
+                       Completion& completion, SmallOutputs& small);
   void AppendParameters(Napi::Env env, const Completion& completion,
                         std::vector<napi_value>& args);
   Napi::Value OutputBuffer(Napi::Env env, Output& output);
-  static bool Pooled(const Output& output);
-  static size_t PoolBytes(size_t size);
-  void OpenPool(Napi::Env env);
+  static bool IsSmall(const Output& output);
+  SmallOutputs OpenSmallOutputs(Napi::Env env);
   static void FreeOutputs(Completion& completion);
   Request* NewRequest();
   void Finish(Napi::Env env, Request* request);
@@ -178,10 +186,6 @@ class InferenceEngine {
   std::vector<int64_t> shape_scratch_;
   std::vector<Completion> draining_;
   std::vector<napi_value> args_scratch_;
-  // The drain round's buffer of small outputs (OpenPool).
-  napi_value pool_ = nullptr;
-  char* pool_data_ = nullptr;
-  size_t pool_used_ = 0;
   std::vector<napi_value> input_views_;  // of the request being built
   std::vector<Request*> unsubmitted_;    // infer() calls since the last flush
   std::vector<Request*> submitting_here_;  // Flush()'s own, on this thread

@@ -165,37 +165,35 @@ describe('bench/perf.ts', () => {
 });
 
 describe('bench/perf.ts --output-buffers', () => {
-  it('runs large-dispose, letting go of each response at once', async () => {
+  /** Runs the harness with `--json` into a temporary directory and returns the report. */
+  async function runReport(args: string[]): Promise<Report> {
     const dir = await mkdtemp(join(tmpdir(), 'tritonserver-node-bench-'));
     try {
-      const json = join(dir, 'dispose.json');
-      await run(['--scenario', 'large-dispose', '--no-native', '--requests', '100', '--concurrency', '2', '--warmup', '0', '--json', json]);
-      const report = JSON.parse(await readFile(json, 'utf8')) as Report;
-      expect(report.scenario).toBe('large-dispose');
-      expect(report.workload).toMatchObject({ model: 'identity_fp32', shape: [1, 16384], dispose: true, outputBuffers: false });
-      expect(report.options).toMatchObject({ dispose: true });
-      expect(report.points.map((p) => [p.concurrency, p.binding.requests])).toEqual([[2, 100]]);
+      const json = join(dir, 'out.json');
+      await run([...args, '--json', json]);
+      return JSON.parse(await readFile(json, 'utf8')) as Report;
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
+  }
+
+  it('runs large-dispose, letting go of each response at once', async () => {
+    const report = await runReport(['--scenario', 'large-dispose', '--no-native', '--requests', '100', '--concurrency', '2', '--warmup', '0']);
+    expect(report.scenario).toBe('large-dispose');
+    expect(report.workload).toMatchObject({ model: 'identity_fp32', shape: [1, 16384], dispose: true, outputBuffers: false });
+    expect(report.options).toMatchObject({ dispose: true });
+    expect(report.points.map((p) => [p.concurrency, p.binding.requests])).toEqual([[2, 100]]);
   }, 60_000);
 
   it('runs large-reuse with one caller-provided buffer per slot (each slot checked inside the harness)', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'tritonserver-node-bench-'));
-    try {
-      const json = join(dir, 'reuse.json');
-      await run(['--scenario', 'large-reuse', '--no-native', '--requests', '100', '--concurrency', '1,4', '--warmup', '0', '--json', json]);
-      const report = JSON.parse(await readFile(json, 'utf8')) as Report;
-      expect(report.scenario).toBe('large-reuse');
-      expect(report.workload).toMatchObject({ model: 'identity_fp32', shape: [1, 16384], outputBuffers: true, output: 'OUTPUT0' });
-      expect(report.options).toMatchObject({ outputBuffers: true, gcStats: false });
-      expect(report.points.map((p) => [p.concurrency, p.binding.requests, p.native])).toEqual([[1, 100, null], [4, 100, null]]);
-      for (const point of report.points) {
-        expect(point.binding.gc).toBeNull();
-        expectThreadFigure(point.binding.jsCpuUsPerRequest);
-      }
-    } finally {
-      await rm(dir, { recursive: true, force: true });
+    const report = await runReport(['--scenario', 'large-reuse', '--no-native', '--requests', '100', '--concurrency', '1,4', '--warmup', '0']);
+    expect(report.scenario).toBe('large-reuse');
+    expect(report.workload).toMatchObject({ model: 'identity_fp32', shape: [1, 16384], outputBuffers: true, output: 'OUTPUT0' });
+    expect(report.options).toMatchObject({ outputBuffers: true, gcStats: false });
+    expect(report.points.map((p) => [p.concurrency, p.binding.requests, p.native])).toEqual([[1, 100, null], [4, 100, null]]);
+    for (const point of report.points) {
+      expect(point.binding.gc).toBeNull();
+      expectThreadFigure(point.binding.jsCpuUsPerRequest);
     }
   }, 60_000);
 
