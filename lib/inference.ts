@@ -27,6 +27,7 @@ import {
   type TraceOptions,
 } from './observability/tracing.js';
 import type { InferenceObserver } from './observability/package-metrics.js';
+import { TokenTable } from './token-table.js';
 import { appendPlainInput, normalizeInput, outputTensor, tensorBytes, type DataType, type InputValue, type Tensor } from './tensor.js';
 
 export interface SequenceOptions {
@@ -387,7 +388,7 @@ function formatShape(shape: readonly number[]): string {
 
 export class Inference {
   #native: NativeServer | undefined;
-  readonly #pending = new Map<number, Waiter>();
+  readonly #pending = new TokenTable<Waiter>();
   readonly #infoLoading = new Map<string, Promise<ModelInfo>>();
   /** Model name → version → what infer() checks requests against. */
   readonly #info = new Map<string, Map<number, ModelInfo>>();

@@ -14,6 +14,7 @@
  *   event loop, the latency every response adds in JS.
  */
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
+import { TokenTable } from '../token-table.js';
 
 /** @internal What Inference reports when package metrics are on. */
 export interface InferenceObserver {
@@ -35,7 +36,8 @@ function escapeLabel(value: string): string {
 
 export class PackageMetrics implements InferenceObserver {
   readonly #inFlight = new Map<string, number>();
-  readonly #tokens = new Map<number, string>();
+  /** Model by token of each request in flight (not a Map: see TokenTable). */
+  readonly #tokens = new TokenTable<string>();
   readonly #submit = new Map<string, SubmitHistogram>();
   #loop: IntervalHistogram | undefined;
 
