@@ -434,10 +434,12 @@ export async function startGrpc(
       // Each message counts as a request in flight; the stream itself is
       // ended by close() once its requests are done.
       const signal = callSignal(call as GrpcJs.ServerDuplexStream<unknown, unknown>);
-      const pending = new Set<Promise<void>>();
+      // A count, not a Set of the tasks: a Set churned once per message
+      // keeps finished ones alive through minor GCs (lib/token-table.ts).
+      let inFlight = 0;
       let ended = false;
       const finish = (): void => {
-        if (ended && pending.size === 0) {
+        if (ended && inFlight === 0) {
           streams.delete(endStream);
           call.end();
         }
@@ -485,12 +487,12 @@ export async function startGrpc(
       };
       call.on('data', (message: WireRequest) => {
         const done = tracker.begin();
-        const task = run(message).finally(() => {
+        inFlight++;
+        void run(message).finally(() => {
           done();
-          pending.delete(task);
+          inFlight--;
           finish();
         });
-        pending.add(task);
       });
       call.once('end', endStream);
     },
