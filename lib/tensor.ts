@@ -413,40 +413,67 @@ const UINT32_MAX = 0xffff_ffff;
  */
 export function encodeBytes(elements: readonly (string | Uint8Array)[]): Uint8Array {
   if (!Array.isArray(elements)) throw invalidParameterError('encodeBytes(elements)', 'an array of strings or Uint8Arrays', elements);
-  return serializeBytes(elements, 'BYTES data');
+  return serializeBytes(elements, 'BYTES data', true);
 }
 
-function serializeBytes(elements: readonly unknown[], label: string): Uint8Array {
+/**
+ * Up to this many UTF-16 units of strings in all, an input's strings are
+ * written in one pass into room for their longest UTF-8 form (3 bytes per
+ * unit) instead of being measured first: the request's view then ends where
+ * the bytes do, and the spare room (at most 48 KiB) goes with the request.
+ */
+const ONE_PASS_UNITS = 16 * 1024;
+/** ASCII strings this short are written by a loop here: a call into Buffer's C++ per string costs more. */
+const SHORT_STRING = 16;
+
+/**
+ * `exact`: the view spans its whole buffer (encodeBytes(), whose result
+ * callers may use as a buffer); otherwise it may end before it (inputs).
+ */
+function serializeBytes(elements: readonly unknown[], label: string, exact: boolean): Uint8Array {
   const count = elements.length;
-  let total = LENGTH_PREFIX * count;
-  let hasStrings = false;
+  let units = 0;
+  let binary = 0;
   for (let i = 0; i < count; i++) {
     const element = elements[i];
-    let length: number;
     if (typeof element === 'string') {
-      length = Buffer.byteLength(element, 'utf8');
-      hasStrings = true;
+      units += element.length;
     } else if (typedArrayKind(element) === 'Uint8Array') {
-      length = (element as Uint8Array).byteLength;
+      const length = (element as Uint8Array).byteLength;
+      if (length > UINT32_MAX) throw tooLong(label, i, length);
+      binary += length;
     } else {
       throw invalid(`${label}: BYTES element ${i} is ${describe(element)}; expected a string or a Uint8Array`);
     }
-    if (length > UINT32_MAX) {
-      throw invalid(`${label}: BYTES element ${i} has ${length} bytes; at most ${UINT32_MAX} fit Triton's length prefix`);
+  }
+  const onePass = !exact && units <= ONE_PASS_UNITS;
+  let total = LENGTH_PREFIX * count + binary;
+  if (onePass) {
+    total += 3 * units;
+  } else if (units > 0) {
+    for (let i = 0; i < count; i++) {
+      const element = elements[i];
+      if (typeof element !== 'string') continue;
+      const length = Buffer.byteLength(element, 'utf8');
+      if (length > UINT32_MAX) throw tooLong(label, i, length);
+      total += length;
     }
-    total += length;
   }
 
   const wire = new Uint8Array(total);
   const lengths = new DataView(wire.buffer);
-  const text = hasStrings ? Buffer.from(wire.buffer, 0, total) : undefined;
+  let text: Buffer | undefined;
   let offset = 0;
   for (let i = 0; i < count; i++) {
     const element = elements[i] as string | Uint8Array;
     const start = offset + LENGTH_PREFIX;
     let length: number;
     if (typeof element === 'string') {
-      length = (text as Buffer).write(element, start, total - start, 'utf8');
+      length = writeShortAscii(element, wire, start);
+      if (length < 0) {
+        text ??= Buffer.from(wire.buffer, 0, total);
+        length = text.write(element, start, total - start, 'utf8');
+      }
     } else {
       wire.set(element, start);
       length = element.byteLength;
@@ -454,10 +481,27 @@ function serializeBytes(elements: readonly unknown[], label: string): Uint8Array
     lengths.setUint32(offset, length, true);
     offset = start + length;
   }
+  if (onePass) return offset === total ? wire : wire.subarray(0, offset);
   if (offset !== total) {
     throw new TritonError('INTERNAL', `${label}: BYTES serialization wrote ${offset} of ${total} bytes`);
   }
   return wire;
+}
+
+/** Writes `text` at `start` and returns its length if it is short and ASCII; otherwise -1 (what it wrote is overwritten). */
+function writeShortAscii(text: string, wire: Uint8Array, start: number): number {
+  const length = text.length;
+  if (length > SHORT_STRING) return -1;
+  for (let i = 0; i < length; i++) {
+    const unit = text.charCodeAt(i);
+    if (unit >= 0x80) return -1;
+    wire[start + i] = unit;
+  }
+  return length;
+}
+
+function tooLong(label: string, index: number, length: number): TritonError {
+  return invalid(`${label}: BYTES element ${index} has ${length} bytes; at most ${UINT32_MAX} fit Triton's length prefix`);
 }
 
 /**
@@ -806,7 +850,7 @@ function resolveParts(
     count = (data as TypedArray).length;
   } else if (Array.isArray(data)) {
     datatype ??= impliedByElements(label, data);
-    view = datatype === 'BYTES' ? serializeBytes(data, label) : convertArray(label, data, datatype);
+    view = datatype === 'BYTES' ? serializeBytes(data, label, false) : convertArray(label, data, datatype);
     count = data.length;
     converted = true;
   } else if (ArrayBuffer.isView(data)) {

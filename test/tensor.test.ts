@@ -626,6 +626,41 @@ describe('BYTES wire form', () => {
     expect(encodeBytes([])).toEqual(new Uint8Array(0));
   });
 
+  it('encodes inputs the same whichever way each string is written', () => {
+    const reference = (elements: Array<string | Uint8Array>): number[] =>
+      elements.flatMap((element) => {
+        const bytes = typeof element === 'string' ? Buffer.from(element, 'utf8') : Buffer.from(element);
+        const prefix = Buffer.alloc(4);
+        prefix.writeUInt32LE(bytes.length);
+        return [...prefix, ...bytes];
+      });
+    const view = (elements: Array<string | Uint8Array>): number[] => {
+      const { data } = normalizeInput('S', { datatype: 'BYTES', shape: [elements.length], data: elements });
+      return [...new Uint8Array(data.buffer, data.byteOffset, data.byteLength)];
+    };
+    const mixed = [
+      'item-7', // short ASCII: written here
+      'x'.repeat(16), // the longest written here
+      'y'.repeat(17), // by Buffer
+      'héllo', // short, not ASCII
+      '\ud800', // a lone surrogate: U+FFFD, 3 bytes for 1 unit
+      '😀'.repeat(5),
+      '',
+      new Uint8Array([0, 255, 7]),
+      'z'.repeat(300),
+    ];
+    expect(view(mixed)).toEqual(reference(mixed));
+    expect([...encodeBytes(mixed)]).toEqual(reference(mixed));
+    // Above 16 Ki UTF-16 units the strings are measured first.
+    const big = ['a', 'é'.repeat(10_000), 'b'.repeat(7_000), 'c'];
+    expect(view(big)).toEqual(reference(big));
+    // encodeBytes() returns a view over the whole of its own buffer.
+    for (const elements of [mixed, ['ab', 'é']]) {
+      const wire = encodeBytes(elements);
+      expect([wire.byteOffset, wire.buffer.byteLength]).toEqual([0, wire.byteLength]);
+    }
+  });
+
   it('decodes into views without copying', () => {
     const wire = encodeBytes(['abc', '', 'd']);
     const elements = decodeBytes(wire, 3);
