@@ -413,7 +413,7 @@ const UINT32_MAX = 0xffff_ffff;
  */
 export function encodeBytes(elements: readonly (string | Uint8Array)[]): Uint8Array {
   if (!Array.isArray(elements)) throw invalidParameterError('encodeBytes(elements)', 'an array of strings or Uint8Arrays', elements);
-  return serializeBytes(elements, 'BYTES data', true);
+  return serializeBytes(elements, 'BYTES data', 'exact');
 }
 
 /**
@@ -427,10 +427,14 @@ const ONE_PASS_UNITS = 16 * 1024;
 const SHORT_STRING = 16;
 
 /**
- * `exact`: the view spans its whole buffer (encodeBytes(), whose result
- * callers may use as a buffer); otherwise it may end before it (inputs).
+ * Where a wire form goes: `exact`, a view of a whole buffer of its own
+ * (encodeBytes(), whose result callers may use as a buffer); `own`, a buffer
+ * of its own the view may end before (Tensor.from()); `input`, an infer()
+ * input nobody else sees, which may be cut from the shared slab.
  */
-function serializeBytes(elements: readonly unknown[], label: string, exact: boolean): Uint8Array {
+type BytesForm = 'exact' | 'own' | 'input';
+
+function serializeBytes(elements: readonly unknown[], label: string, form: BytesForm): Uint8Array {
   const count = elements.length;
   let units = 0;
   let binary = 0;
@@ -446,7 +450,7 @@ function serializeBytes(elements: readonly unknown[], label: string, exact: bool
       throw invalid(`${label}: BYTES element ${i} is ${describe(element)}; expected a string or a Uint8Array`);
     }
   }
-  const onePass = !exact && units <= ONE_PASS_UNITS;
+  const onePass = form !== 'exact' && units <= ONE_PASS_UNITS;
   let total = LENGTH_PREFIX * count + binary;
   if (onePass) {
     total += 3 * units;
@@ -460,8 +464,8 @@ function serializeBytes(elements: readonly unknown[], label: string, exact: bool
     }
   }
 
-  const wire = new Uint8Array(total);
-  const lengths = new DataView(wire.buffer);
+  const wire = form === 'input' ? inputBytes(total) : new Uint8Array(total);
+  const lengths = new DataView(wire.buffer, wire.byteOffset, total);
   let text: Buffer | undefined;
   let offset = 0;
   for (let i = 0; i < count; i++) {
@@ -471,7 +475,7 @@ function serializeBytes(elements: readonly unknown[], label: string, exact: bool
     if (typeof element === 'string') {
       length = writeShortAscii(element, wire, start);
       if (length < 0) {
-        text ??= Buffer.from(wire.buffer, 0, total);
+        text ??= Buffer.from(wire.buffer, wire.byteOffset, total);
         length = text.write(element, start, total - start, 'utf8');
       }
     } else {
@@ -486,6 +490,29 @@ function serializeBytes(elements: readonly unknown[], label: string, exact: bool
     throw new TritonError('INTERNAL', `${label}: BYTES serialization wrote ${offset} of ${total} bytes`);
   }
   return wire;
+}
+
+/**
+ * Small inputs' wire forms are cut from a slab, as Buffer.allocUnsafe() does
+ * from its pool but the package's own: a backing store per request (malloc,
+ * and a free at a later GC) cost more than encoding 32 short strings. Cuts
+ * are never reused, so each starts zeroed; a slab goes once no cut of it is
+ * referenced (Triton's requests hold theirs until released).
+ */
+const SLAB_BYTES = 32 * 1024;
+const SLAB_CUT_UP_TO = 2 * 1024;
+let slab = new Uint8Array(0);
+let slabUsed = 0;
+
+function inputBytes(size: number): Uint8Array {
+  if (size > SLAB_CUT_UP_TO) return new Uint8Array(size);
+  if (slabUsed + size > slab.length) {
+    slab = new Uint8Array(SLAB_BYTES);
+    slabUsed = 0;
+  }
+  const cut = slab.subarray(slabUsed, slabUsed + size);
+  slabUsed += size;
+  return cut;
 }
 
 /** Writes `text` at `start` and returns its length if it is short and ASCII; otherwise -1 (what it wrote is overwritten). */
@@ -642,7 +669,7 @@ export class Tensor<T extends DataType = DataType> {
     const name = options.name ?? '';
     const label = name === '' ? 'Tensor.from' : `tensor '${name}'`;
     if (options.datatype !== undefined) checkDataType(options.datatype, label);
-    const parts = resolveParts(label, data, options.datatype, undefined, options.shape);
+    const parts = resolveParts(label, data, options.datatype, undefined, options.shape, 'own');
     const datatype = parts.datatype as T;
     if (datatype === 'BYTES') {
       return constructTensor(name, datatype, parts.shape, parts.size, undefined, parts.data as Uint8Array);
@@ -807,7 +834,7 @@ export function normalizeInput(name: string, value: InputValue, expectedDatatype
 
   let parts: Parts;
   if (ArrayBuffer.isView(value) || Array.isArray(value)) {
-    parts = resolveParts(label, value, undefined, expectedDatatype, undefined);
+    parts = resolveParts(label, value, undefined, expectedDatatype, undefined, 'input');
   } else if (typeof value === 'object' && value !== null && 'data' in value) {
     const init = value as TensorInit;
     if (init.datatype !== undefined) {
@@ -817,7 +844,7 @@ export function normalizeInput(name: string, value: InputValue, expectedDatatype
       }
     }
     if (init.shape === undefined) throw invalid(`${label}: { datatype, shape, data } needs a shape`);
-    parts = resolveParts(label, init.data, init.datatype, expectedDatatype, init.shape);
+    parts = resolveParts(label, init.data, init.datatype, expectedDatatype, init.shape, 'input');
   } else {
     throw invalid(
       `${label}: expected a Tensor, a TypedArray, an array or { datatype, shape, data }, got ${describe(value)}`,
@@ -826,13 +853,17 @@ export function normalizeInput(name: string, value: InputValue, expectedDatatype
   return { name, datatype: DATA_TYPE_INFO[parts.datatype].enum, shape: parts.shape, data: parts.data };
 }
 
-/** Data type, shape and bytes of `data`; `named` is the value's own data type, `expected` the model's. */
+/**
+ * Data type, shape and bytes of `data`; `named` is the value's own data type,
+ * `expected` the model's; `bytesForm`, where BYTES made from an array go.
+ */
 function resolveParts(
   label: string,
   data: unknown,
   named: DataType | undefined,
   expected: DataType | undefined,
   shape: readonly number[] | undefined,
+  bytesForm: BytesForm,
 ): Parts {
   let datatype = named ?? expected;
   let view: ArrayBufferView;
@@ -850,7 +881,7 @@ function resolveParts(
     count = (data as TypedArray).length;
   } else if (Array.isArray(data)) {
     datatype ??= impliedByElements(label, data);
-    view = datatype === 'BYTES' ? serializeBytes(data, label, false) : convertArray(label, data, datatype);
+    view = datatype === 'BYTES' ? serializeBytes(data, label, bytesForm) : convertArray(label, data, datatype);
     count = data.length;
     converted = true;
   } else if (ArrayBuffer.isView(data)) {

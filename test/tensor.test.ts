@@ -661,6 +661,29 @@ describe('BYTES wire form', () => {
     }
   });
 
+  it('gives each small input its own bytes of a shared slab, and a large one its own buffer', () => {
+    const wire = (data: string[]): Uint8Array => {
+      const { data: view } = normalizeInput('S', { datatype: 'BYTES', shape: [data.length], data });
+      return new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
+    };
+    const first = wire(['a', 'bc']);
+    const before = [...first];
+    const others = Array.from({ length: 200 }, (_, i) => wire([`item-${i}`, 'x'.repeat(i % 20)]));
+    expect([...first]).toEqual(before);
+    const regions = [first, ...others].filter((view) => view.buffer === first.buffer);
+    expect(regions.length).toBeGreaterThan(1);
+    regions.sort((a, b) => a.byteOffset - b.byteOffset);
+    for (let i = 1; i < regions.length; i++) {
+      expect(regions[i]!.byteOffset).toBeGreaterThanOrEqual(regions[i - 1]!.byteOffset + regions[i - 1]!.byteLength);
+    }
+    const large = wire(['y'.repeat(3000)]);
+    expect([large.byteOffset, large.buffer.byteLength >= 3004, large.buffer === first.buffer]).toEqual([0, true, false]);
+    // A tensor's bytes are the caller's to keep or transfer: never cut from the slab.
+    const a = Tensor.from(['a']).data[0] as Uint8Array;
+    const b = Tensor.from(['b']).data[0] as Uint8Array;
+    expect([a.buffer === b.buffer, a.buffer === first.buffer, Buffer.from(a).toString(), Buffer.from(b).toString()]).toEqual([false, false, 'a', 'b']);
+  });
+
   it('decodes into views without copying', () => {
     const wire = encodeBytes(['abc', '', 'd']);
     const elements = decodeBytes(wire, 3);
