@@ -290,12 +290,12 @@ type NumericDataType = Exclude<DataType, 'BYTES'>;
 type ArrayConstructorOf = new (length: number) => ArrayBufferView & { readonly length: number };
 type ViewConstructorOf = new (buffer: ArrayBufferLike, byteOffset: number, length: number) => ArrayBufferView;
 
-/** The TypedArray that holds each type's bits (FP16: Uint16Array). */
 /** A view of `length` elements of a numeric type's storage array over existing memory. */
 export function storageView(datatype: Exclude<DataType, 'BYTES'>, buffer: ArrayBufferLike, byteOffset: number, length: number): ArrayBufferView {
   return new STORAGE[datatype](buffer, byteOffset, length);
 }
 
+/** The TypedArray that holds each type's bits (FP16: Uint16Array). */
 const STORAGE: { readonly [K in NumericDataType]: ArrayConstructorOf & ViewConstructorOf } = {
   BOOL: Uint8Array,
   UINT8: Uint8Array,
@@ -464,7 +464,8 @@ function serializeBytes(elements: readonly unknown[], label: string, form: Bytes
     }
   }
 
-  const wire = form === 'input' ? inputBytes(total) : new Uint8Array(total);
+  const at = form === 'input' ? cutFromSlab(total) : -1;
+  const wire = at < 0 ? new Uint8Array(total) : slab.subarray(at, at + total);
   const lengths = new DataView(wire.buffer, wire.byteOffset, total);
   let text: Buffer | undefined;
   let offset = 0;
@@ -493,26 +494,30 @@ function serializeBytes(elements: readonly unknown[], label: string, form: Bytes
 }
 
 /**
- * Small inputs' wire forms are cut from a slab, as Buffer.allocUnsafe() does
- * from its pool but the package's own: a backing store per request (malloc,
- * and a free at a later GC) cost more than encoding 32 short strings. Cuts
- * are never reused, so each starts zeroed; a slab goes once no cut of it is
- * referenced (Triton's requests hold theirs until released).
+ * The memory of small inputs the package makes from arrays is cut from a
+ * slab, as Buffer.allocUnsafe() does from its pool but the package's own: a
+ * backing store per request (malloc, and a free at a later GC; for 64 bytes
+ * or less, made when the addon first reads the array) cost more than
+ * encoding 32 short strings. Cuts are 8-byte aligned and never reused, so
+ * each starts zeroed; a slab goes once no cut of it is referenced (Triton's
+ * requests hold theirs until released). Nobody else sees them: Tensor.from()
+ * makes buffers of their own, the caller's to keep or transfer.
  */
 const SLAB_BYTES = 32 * 1024;
 const SLAB_CUT_UP_TO = 2 * 1024;
 let slab = new Uint8Array(0);
 let slabUsed = 0;
 
-function inputBytes(size: number): Uint8Array {
-  if (size > SLAB_CUT_UP_TO) return new Uint8Array(size);
-  if (slabUsed + size > slab.length) {
+/** Where `size` fresh bytes start in `slab` (which may be a new one), or -1 above SLAB_CUT_UP_TO. */
+function cutFromSlab(size: number): number {
+  if (size > SLAB_CUT_UP_TO) return -1;
+  let at = (slabUsed + 7) & ~7;
+  if (at + size > slab.length) {
     slab = new Uint8Array(SLAB_BYTES);
-    slabUsed = 0;
+    at = 0;
   }
-  const cut = slab.subarray(slabUsed, slabUsed + size);
-  slabUsed += size;
-  return cut;
+  slabUsed = at + size;
+  return at;
 }
 
 /** Writes `text` at `start` and returns its length if it is short and ASCII; otherwise -1 (what it wrote is overwritten). */
@@ -669,7 +674,7 @@ export class Tensor<T extends DataType = DataType> {
     const name = options.name ?? '';
     const label = name === '' ? 'Tensor.from' : `tensor '${name}'`;
     if (options.datatype !== undefined) checkDataType(options.datatype, label);
-    const parts = resolveParts(label, data, options.datatype, undefined, options.shape, 'own');
+    const parts = resolveParts(label, data, options.datatype, undefined, options.shape, false);
     const datatype = parts.datatype as T;
     if (datatype === 'BYTES') {
       return constructTensor(name, datatype, parts.shape, parts.size, undefined, parts.data as Uint8Array);
@@ -834,7 +839,7 @@ export function normalizeInput(name: string, value: InputValue, expectedDatatype
 
   let parts: Parts;
   if (ArrayBuffer.isView(value) || Array.isArray(value)) {
-    parts = resolveParts(label, value, undefined, expectedDatatype, undefined, 'input');
+    parts = resolveParts(label, value, undefined, expectedDatatype, undefined, true);
   } else if (typeof value === 'object' && value !== null && 'data' in value) {
     const init = value as TensorInit;
     if (init.datatype !== undefined) {
@@ -844,7 +849,7 @@ export function normalizeInput(name: string, value: InputValue, expectedDatatype
       }
     }
     if (init.shape === undefined) throw invalid(`${label}: { datatype, shape, data } needs a shape`);
-    parts = resolveParts(label, init.data, init.datatype, expectedDatatype, init.shape, 'input');
+    parts = resolveParts(label, init.data, init.datatype, expectedDatatype, init.shape, true);
   } else {
     throw invalid(
       `${label}: expected a Tensor, a TypedArray, an array or { datatype, shape, data }, got ${describe(value)}`,
@@ -855,7 +860,8 @@ export function normalizeInput(name: string, value: InputValue, expectedDatatype
 
 /**
  * Data type, shape and bytes of `data`; `named` is the value's own data type,
- * `expected` the model's; `bytesForm`, where BYTES made from an array go.
+ * `expected` the model's; `forInput`: made for an infer() input, so memory
+ * made from an array may be cut from the slab.
  */
 function resolveParts(
   label: string,
@@ -863,7 +869,7 @@ function resolveParts(
   named: DataType | undefined,
   expected: DataType | undefined,
   shape: readonly number[] | undefined,
-  bytesForm: BytesForm,
+  forInput: boolean,
 ): Parts {
   let datatype = named ?? expected;
   let view: ArrayBufferView;
@@ -881,7 +887,10 @@ function resolveParts(
     count = (data as TypedArray).length;
   } else if (Array.isArray(data)) {
     datatype ??= impliedByElements(label, data);
-    view = datatype === 'BYTES' ? serializeBytes(data, label, bytesForm) : convertArray(label, data, datatype);
+    view =
+      datatype === 'BYTES'
+        ? serializeBytes(data, label, forInput ? 'input' : 'own')
+        : convertArray(label, data, datatype, forInput);
     count = data.length;
     converted = true;
   } else if (ArrayBuffer.isView(data)) {
@@ -926,9 +935,14 @@ const BIGINT_RANGES: Readonly<Partial<Record<DataType, readonly [bigint, bigint]
 };
 
 /** Converts a JS array of numbers, bigints or booleans into `datatype`'s storage, checking each element. */
-function convertArray(label: string, data: readonly unknown[], datatype: NumericDataType): ArrayBufferView {
+/** `input`: made for an infer() input (its memory may be cut from the slab). */
+function convertArray(label: string, data: readonly unknown[], datatype: NumericDataType, input: boolean): ArrayBufferView {
   const count = data.length;
-  const out = new STORAGE[datatype](count) as unknown as { [index: number]: number | bigint } & ArrayBufferView;
+  const Storage = STORAGE[datatype];
+  const at = input ? cutFromSlab(count * (DATA_TYPE_INFO[datatype].byteSize as number)) : -1;
+  const out = (at < 0 ? new Storage(count) : new Storage(slab.buffer, at, count)) as unknown as {
+    [index: number]: number | bigint;
+  } & ArrayBufferView;
   const bad = (index: number, why: string): TritonError => invalid(`${label}: element ${index} ${why}`);
 
   if (datatype === 'BOOL') {

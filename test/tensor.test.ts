@@ -661,7 +661,7 @@ describe('BYTES wire form', () => {
     }
   });
 
-  it('gives each small input its own bytes of a shared slab, and a large one its own buffer', () => {
+  it('gives each small input made from an array its own bytes of a shared slab, and a large one its own buffer', () => {
     const wire = (data: string[]): Uint8Array => {
       const { data: view } = normalizeInput('S', { datatype: 'BYTES', shape: [data.length], data });
       return new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
@@ -678,10 +678,19 @@ describe('BYTES wire form', () => {
     }
     const large = wire(['y'.repeat(3000)]);
     expect([large.byteOffset, large.buffer.byteLength >= 3004, large.buffer === first.buffer]).toEqual([0, true, false]);
+    // Numbers too, each cut aligned for its type, the values intact.
+    const u8 = normalizeInput('U', { datatype: 'UINT8', shape: [3], data: [1, 2, 3] }).data as Uint8Array;
+    const i64 = normalizeInput('I', { datatype: 'INT64', shape: [2], data: [-5, 2n ** 62n] }).data as BigInt64Array;
+    const f64 = normalizeInput('F', { datatype: 'FP64', shape: [1], data: [0.25] }).data as Float64Array;
+    for (const view of [u8, i64, f64]) expect(view.buffer.byteLength).toBeGreaterThan(view.byteLength);
+    expect([i64.byteOffset % 8, f64.byteOffset % 8]).toEqual([0, 0]);
+    expect([[...u8], [...i64], [...f64]]).toEqual([[1, 2, 3], [-5n, 2n ** 62n], [0.25]]);
     // A tensor's bytes are the caller's to keep or transfer: never cut from the slab.
     const a = Tensor.from(['a']).data[0] as Uint8Array;
     const b = Tensor.from(['b']).data[0] as Uint8Array;
     expect([a.buffer === b.buffer, a.buffer === first.buffer, Buffer.from(a).toString(), Buffer.from(b).toString()]).toEqual([false, false, 'a', 'b']);
+    const numbers = Tensor.from([1, 2], { datatype: 'INT32' }).data as Int32Array;
+    expect([numbers.buffer.byteLength, [...numbers]]).toEqual([8, [1, 2]]);
   });
 
   it('decodes into views without copying', () => {
