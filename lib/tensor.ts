@@ -934,8 +934,11 @@ const BIGINT_RANGES: Readonly<Partial<Record<DataType, readonly [bigint, bigint]
   UINT64: [0n, 2n ** 64n - 1n],
 };
 
-/** Converts a JS array of numbers, bigints or booleans into `datatype`'s storage, checking each element. */
-/** `input`: made for an infer() input (its memory may be cut from the slab). */
+/**
+ * Converts a JS array of numbers, bigints or booleans into `datatype`'s
+ * storage, checking each element; `input`: made for an infer() input (its
+ * memory may be cut from the slab).
+ */
 function convertArray(label: string, data: readonly unknown[], datatype: NumericDataType, input: boolean): ArrayBufferView {
   const count = data.length;
   const Storage = STORAGE[datatype];
