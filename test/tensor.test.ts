@@ -680,7 +680,7 @@ describe('BYTES wire form', () => {
     expect([large.byteOffset, large.buffer.byteLength >= 3004, large.buffer === first.buffer]).toEqual([0, true, false]);
     // Numbers too, each cut aligned for its type, the values intact.
     const u8 = normalizeInput('U', { datatype: 'UINT8', shape: [3], data: [1, 2, 3] }).data as Uint8Array;
-    const i64 = normalizeInput('I', { datatype: 'INT64', shape: [2], data: [-5, 2n ** 62n] }).data as BigInt64Array;
+    const i64 = normalizeInput('I', { datatype: 'INT64', shape: [2], data: [-5n, 2n ** 62n] }).data as BigInt64Array;
     const f64 = normalizeInput('F', { datatype: 'FP64', shape: [1], data: [0.25] }).data as Float64Array;
     for (const view of [u8, i64, f64]) expect(view.buffer.byteLength).toBeGreaterThan(view.byteLength);
     expect([i64.byteOffset % 8, f64.byteOffset % 8]).toEqual([0, 0]);
