@@ -486,7 +486,11 @@ function serializeBytes(elements: readonly unknown[], label: string, form: Bytes
     lengths.setUint32(offset, length, true);
     offset = start + length;
   }
-  if (onePass) return offset === total ? wire : wire.subarray(0, offset);
+  if (onePass) {
+    if (offset === total) return wire;
+    if (at >= 0) giveBackToSlab(at, total, offset);
+    return wire.subarray(0, offset);
+  }
   if (offset !== total) {
     throw new TritonError('INTERNAL', `${label}: BYTES serialization wrote ${offset} of ${total} bytes`);
   }
@@ -518,6 +522,11 @@ function cutFromSlab(size: number): number {
   }
   slabUsed = at + size;
   return at;
+}
+
+/** The cut at `at` of `size` bytes used only `used`: the rest goes back if nothing was cut after it. */
+function giveBackToSlab(at: number, size: number, used: number): void {
+  if (slabUsed === at + size) slabUsed = at + used;
 }
 
 /** Writes `text` at `start` and returns its length if it is short and ASCII; otherwise -1 (what it wrote is overwritten). */

@@ -670,6 +670,15 @@ describe('BYTES wire form', () => {
     const before = [...first];
     const others = Array.from({ length: 200 }, (_, i) => wire([`item-${i}`, 'x'.repeat(i % 20)]));
     expect([...first]).toEqual(before);
+    // An input's unused room (kept for the longest UTF-8 form) goes back to
+    // the slab: the next cut starts right after it (8-byte aligned).
+    const neighbours = others.slice(1).filter((view, i) => view.buffer === others[i]!.buffer);
+    expect(neighbours.length).toBeGreaterThan(100);
+    for (let i = 1; i < others.length; i++) {
+      const [before, after] = [others[i - 1]!, others[i]!];
+      if (after.buffer !== before.buffer) continue; // a new slab
+      expect(after.byteOffset).toBe(Math.ceil((before.byteOffset + before.byteLength) / 8) * 8);
+    }
     const regions = [first, ...others].filter((view) => view.buffer === first.buffer);
     expect(regions.length).toBeGreaterThan(1);
     regions.sort((a, b) => a.byteOffset - b.byteOffset);
