@@ -10,7 +10,7 @@ beforeAll(async () => {
     [
       'identity_fp32', 'identity_bool', 'identity_uint8', 'identity_uint16', 'identity_uint32', 'identity_uint64',
       'identity_int8', 'identity_int16', 'identity_int32', 'identity_int64', 'identity_fp16', 'identity_fp64',
-      'identity_bf16', 'identity_bytes', 'add_sub', 'repeat_int32', 'slow', 'fail', 'bytes_echo',
+      'identity_bf16', 'identity_bytes', 'add_sub', 'repeat_int32', 'repeat_backend', 'slow', 'fail', 'bytes_echo',
     ].map((name) => server.loadModel(name)),
   );
 });
@@ -187,6 +187,75 @@ describe('streaming', () => {
     }
     expect(liveObjects().pending).toBe(0);
     await expectNothingLive();
+  });
+
+  describe('a C++ decoupled backend (repeat_backend)', () => {
+    const repeat = (values: number[], delays: number[] = values.map(() => 0)): InferenceRequest => ({
+      inputs: { IN: new Int32Array(values), DELAY: new Uint32Array(delays), WAIT: new Uint32Array([0]) },
+    });
+
+    it('yields OUT and IDX for each element, then ends at the bare FINAL flag', async () => {
+      const seen: Array<[number, number, boolean]> = [];
+      for await (const response of server.model('repeat_backend').stream(repeat([7, -3, 2147483647, 0]))) {
+        expect(response.outputs.OUT!.datatype).toBe('INT32');
+        expect(response.outputs.IDX!.datatype).toBe('UINT32');
+        seen.push([(response.outputs.OUT!.data as Int32Array)[0]!, (response.outputs.IDX!.data as Uint32Array)[0]!, response.final]);
+      }
+      expect(seen).toEqual([
+        [7, 0, false],
+        [-3, 1, false],
+        [2147483647, 2, false],
+        [0, 3, false],
+      ]);
+      await expectNothingLive();
+    });
+
+    it('keeps 16 streams of 64 responses apart, each in order', async () => {
+      const results = await Promise.all(
+        Array.from({ length: 16 }, async (_, s) => {
+          const values = Array.from({ length: 64 }, (_, i) => s * 1000 + i);
+          const got: number[] = [];
+          for await (const response of server.model('repeat_backend').stream(repeat(values))) {
+            got.push((response.outputs.OUT!.data as Int32Array)[0]!);
+          }
+          return [values, got];
+        }),
+      );
+      for (const [values, got] of results) expect(got).toEqual(values);
+      await expectNothingLive();
+    });
+
+    it('ends without a response when IN is empty', async () => {
+      const responses = [];
+      for await (const response of server.model('repeat_backend').stream(repeat([]))) responses.push(response);
+      expect(responses).toEqual([]);
+    });
+
+    it('fails the stream with the backend’s message when IN and DELAY differ in shape', async () => {
+      const error = await rejection(
+        (async () => {
+          for await (const response of server.model('repeat_backend').stream(repeat([1, 2, 3], [0, 0]))) void response;
+        })(),
+      );
+      expect(error.code).toBe('INVALID_ARG');
+      expect(error.message).toContain('expected IN and DELAY shape to match, got [3] and [2]');
+      await expectNothingLive();
+    });
+
+    it('refuses to load a configuration the backend does not take, with its reason', async () => {
+      const config = await server.model('repeat_backend').config();
+      // Unloaded first: a loaded model whose reload fails in this backend
+      // leaves real Triton unable to finish stopping.
+      await server.unloadModel('repeat_backend');
+      const batched = await rejection(server.loadModel('repeat_backend', { config: { ...config, max_batch_size: 4 } }));
+      expect(batched.code).toBe('INVALID_ARG');
+      expect(batched.message).toContain('repeat backend only supports models with max_batch_size == 0');
+      // Back to the repository's configuration.
+      await server.loadModel('repeat_backend');
+      const values: number[] = [];
+      for await (const response of server.model('repeat_backend').stream(repeat([4, 5]))) values.push((response.outputs.OUT!.data as Int32Array)[0]!);
+      expect(values).toEqual([4, 5]);
+    });
   });
 
   it('yields exactly one response for a non-decoupled model', async () => {

@@ -1009,6 +1009,9 @@ CreateBackend(const BackendArgs& args, std::unique_ptr<Backend>* out)
   if (spec.backend == "python") {
     return CreatePythonBackend(args, out);
   }
+  if (spec.backend == "repeat") {
+    return CreateRepeatBackend(args, out);
+  }
   return Err(
       TRITONSERVER_ERROR_INVALID_ARG,
       "unable to find backend library for backend '" + spec.backend +

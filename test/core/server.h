@@ -182,6 +182,8 @@ Status CreateBackend(const BackendArgs& args, std::unique_ptr<Backend>* out);
 // The python backend (python_backend.cc): runs <version>/model.py in the
 // embedded CPython.
 Status CreatePythonBackend(const BackendArgs& args, std::unique_ptr<Backend>* out);
+// The repeat backend (repeat_backend.cc): a C++ decoupled backend.
+Status CreateRepeatBackend(const BackendArgs& args, std::unique_ptr<Backend>* out);
 // Calls TritonPythonModel.auto_complete_config when the model has one
 // (auto-complete on, i.e. strict_model_config false) and applies its changes.
 Status PythonAutoCompleteConfig(
