@@ -32,12 +32,15 @@
 //       [--input NAME] [--datatype FP32|INT32|BYTES] [--shape D0,D1,...]
 //       [--elements E] [--string-length L] [--requests N] [--duration S]
 //       [--concurrency C] [--warmup W] [--backend-directory DIR]
+//       [--zeros NAME:DATATYPE:D0,D1,...]...
 //
 // Defaults follow the model: identity_fp32 gets INPUT0 FP32 [1, E] and
 // answers with one response; identity_bytes gets INPUT0 BYTES [1, E] of
 // short strings ("item-<i>", or L bytes with --string-length); repeat_int32
 // (decoupled) gets IN INT32 [E] and answers with E responses, then a FINAL
 // flag without a response. --shape replaces the [1, E] / [E] default.
+// Each --zeros adds one more input of zeros (the other inputs a model
+// requires, e.g. the repeat backend's DELAY and WAIT).
 #include <dlfcn.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -52,6 +55,8 @@
 #include <mutex>
 #include <algorithm>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "native/triton_api.h"
@@ -195,6 +200,13 @@ struct Workload {
   const void* data = nullptr;
   size_t byte_size = 0;
   uint32_t concurrency = 1;
+  struct ZeroInput {
+    std::string name;
+    TRITONSERVER_DataType datatype;
+    std::vector<int64_t> shape;
+    std::vector<char> bytes;
+  };
+  std::vector<ZeroInput> zeros;
 };
 
 void Issue(const Workload& w) {
@@ -208,6 +220,15 @@ void Issue(const Workload& w) {
                                             w.byte_size,
                                             TRITONSERVER_MEMORY_CPU, 0),
         "TRITONSERVER_InferenceRequestAppendInputData");
+  for (const Workload::ZeroInput& z : w.zeros) {
+    Check(api.InferenceRequestAddInput(request, z.name.c_str(), z.datatype,
+                                       z.shape.data(), z.shape.size()),
+          "TRITONSERVER_InferenceRequestAddInput");
+    Check(api.InferenceRequestAppendInputData(request, z.name.c_str(),
+                                              z.bytes.data(), z.bytes.size(),
+                                              TRITONSERVER_MEMORY_CPU, 0),
+          "TRITONSERVER_InferenceRequestAppendInputData");
+  }
   Check(api.InferenceRequestSetReleaseCallback(request, OnRelease, nullptr),
         "TRITONSERVER_InferenceRequestSetReleaseCallback");
   auto* timing = new RequestTiming{Clock::now()};
@@ -299,6 +320,35 @@ void WaitForReleases() {
   slots.changed.wait(lock, [] { return slots.released >= slots.completed; });
 }
 
+// NAME:DATATYPE:D0,D1,... → an input of zeros (numeric data types only).
+Workload::ZeroInput ParseZeros(const char* text) {
+  static const std::pair<const char*, std::pair<TRITONSERVER_DataType, size_t>> kTypes[] = {
+      {"BOOL", {TRITONSERVER_TYPE_BOOL, 1}},     {"UINT8", {TRITONSERVER_TYPE_UINT8, 1}},
+      {"UINT16", {TRITONSERVER_TYPE_UINT16, 2}}, {"UINT32", {TRITONSERVER_TYPE_UINT32, 4}},
+      {"UINT64", {TRITONSERVER_TYPE_UINT64, 8}}, {"INT8", {TRITONSERVER_TYPE_INT8, 1}},
+      {"INT16", {TRITONSERVER_TYPE_INT16, 2}},   {"INT32", {TRITONSERVER_TYPE_INT32, 4}},
+      {"INT64", {TRITONSERVER_TYPE_INT64, 8}},   {"FP16", {TRITONSERVER_TYPE_FP16, 2}},
+      {"FP32", {TRITONSERVER_TYPE_FP32, 4}},     {"FP64", {TRITONSERVER_TYPE_FP64, 8}},
+      {"BF16", {TRITONSERVER_TYPE_BF16, 2}}};
+  const std::string s = text;
+  const size_t a = s.find(':');
+  const size_t b = a == std::string::npos ? a : s.find(':', a + 1);
+  if (b == std::string::npos)
+    Die(std::string("--zeros needs NAME:DATATYPE:D0,D1,..., got '") + text + "'");
+  Workload::ZeroInput z;
+  z.name = s.substr(0, a);
+  const std::string type = s.substr(a + 1, b - a - 1);
+  size_t element_size = 0;
+  for (const auto& [name, info] : kTypes)
+    if (type == name) std::tie(z.datatype, element_size) = info;
+  if (element_size == 0) Die("--zeros: '" + type + "' is not a numeric data type");
+  z.shape = ParseShape(s.c_str() + b + 1);
+  size_t count = 1;
+  for (int64_t d : z.shape) count *= static_cast<size_t>(d);
+  z.bytes.assign(count * element_size, 0);
+  return z;
+}
+
 uint64_t ParseCount(const char* flag, const char* text, uint64_t min) {
   char* end = nullptr;
   unsigned long long value = std::strtoull(text, &end, 10);
@@ -312,7 +362,8 @@ uint64_t ParseCount(const char* flag, const char* text, uint64_t min) {
   Die("usage: bench_native_loop LIBRARY MODEL_REPOSITORY [--model NAME] "
       "[--input NAME] [--datatype FP32|INT32|BYTES] [--shape D0,D1,...] "
       "[--elements E] [--string-length L] [--requests N] [--duration S] "
-      "[--concurrency C] [--warmup W] [--backend-directory DIR]");
+      "[--concurrency C] [--warmup W] [--backend-directory DIR] "
+      "[--zeros NAME:DATATYPE:D0,D1,...]...");
 }
 
 }  // namespace
@@ -326,6 +377,7 @@ int main(int argc, char** argv) {
   std::string input;
   std::string datatype;
   std::vector<int64_t> shape;
+  std::vector<Workload::ZeroInput> zeros;
   uint64_t requests = 20000;
   uint64_t elements = 16;
   uint64_t string_length = 0;
@@ -341,6 +393,7 @@ int main(int argc, char** argv) {
     else if (flag == "--backend-directory") backend_directory = value;
     else if (flag == "--datatype") datatype = value;
     else if (flag == "--shape") shape = ParseShape(value);
+    else if (flag == "--zeros") zeros.push_back(ParseZeros(value));
     else if (flag == "--requests") requests = ParseCount(argv[i], value, 1);
     else if (flag == "--elements") elements = ParseCount(argv[i], value, 1);
     else if (flag == "--string-length")
@@ -379,6 +432,7 @@ int main(int argc, char** argv) {
   w.concurrency = static_cast<uint32_t>(concurrency);
   w.input_name = input.c_str();
   w.shape = shape;
+  w.zeros = std::move(zeros);
   std::vector<float> fp32;
   std::vector<int32_t> int32;
   std::vector<char> bytes;

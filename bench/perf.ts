@@ -23,7 +23,7 @@ import {
 } from 'node:perf_hooks';
 import { parseArgs, promisify } from 'node:util';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
-import { liveObjects, Server, type LiveObjects, type Model } from '../lib/index.js';
+import { liveObjects, Server, type InferenceRequest, type LiveObjects, type Model } from '../lib/index.js';
 import { renderChart } from './chart.js';
 
 const ROOT = resolve(import.meta.dirname, '..');
@@ -41,6 +41,8 @@ interface Workload {
   input: string;
   datatype: DataType;
   shape: number[];
+  /** The model's other required inputs, sent as zeros (e.g. the repeat backend's DELAY and WAIT). */
+  zeros: ZeroInput[];
   /** model.stream (decoupled) instead of model.infer. */
   stream: boolean;
   /** Responses each request must yield (checked), or null when unknown. */
@@ -51,6 +53,12 @@ interface Workload {
   output: string | null;
   /** --dispose: each response's output memory let go at once (response.dispose()). */
   dispose: boolean;
+}
+
+interface ZeroInput {
+  name: string;
+  datatype: string;
+  shape: number[];
 }
 
 interface Preset {
@@ -75,6 +83,8 @@ const SCENARIOS: Record<string, Preset> = {
   // identity_bytes has max_batch_size 8, so the 32 strings are one batch item's [32].
   bytes: { model: 'identity_bytes', shape: [1, 32], datatype: 'BYTES', concurrency: '1:64:x2', requests: 20_000, native: true, soak: false, outputBuffers: false },
   stream: { model: 'repeat_int32', shape: [64], datatype: 'INT32', concurrency: '1:16:x2', requests: 500, native: true, soak: false, outputBuffers: false },
+  // The same stream from Triton's C++ repeat backend, whose thread sends the 64 responses back to back.
+  'stream-burst': { model: 'repeat_backend', shape: [64], datatype: 'INT32', concurrency: '1:16:x2', requests: 2_000, native: true, soak: false, outputBuffers: false },
   soak: { model: 'identity_fp32', shape: [1, 16], datatype: 'FP32', concurrency: '16', requests: 1_000_000, native: false, soak: true, outputBuffers: false },
 };
 
@@ -138,6 +148,23 @@ function inputData(datatype: DataType, count: number): InputData {
 
 const elementCount = (shape: number[]): number => shape.reduce((a, b) => a * b, 1);
 
+const ZERO_ARRAYS: Record<string, new (length: number) => ArrayBufferView> = {
+  BOOL: Uint8Array, UINT8: Uint8Array, UINT16: Uint16Array, UINT32: Uint32Array, UINT64: BigUint64Array,
+  INT8: Int8Array, INT16: Int16Array, INT32: Int32Array, INT64: BigInt64Array, FP32: Float32Array, FP64: Float64Array,
+};
+
+/** Zeros for each of the model's other required inputs: a -1 dimension takes the first input's size there. */
+function zeroInputs(
+  metaInputs: ReadonlyArray<{ name: string; datatype: string; shape: number[] }>,
+  optional: ReadonlySet<string>,
+  shape: number[],
+): ZeroInput[] {
+  return metaInputs.slice(1).filter((input) => !optional.has(input.name)).map((input) => {
+    if (!(input.datatype in ZERO_ARRAYS)) throw new Error(`input ${input.name}: ${input.datatype} zeros are not supported`);
+    return { name: input.name, datatype: input.datatype, shape: input.shape.map((d, i) => (d === -1 ? (shape[i] ?? 1) : d)) };
+  });
+}
+
 /**
  * One request of the workload, issued from in-flight slot `slot` (0 ≤ slot <
  * C; a slot has at most one request in flight); resolves with its number of
@@ -147,7 +174,8 @@ type OneRequest = (slot: number) => Promise<number>;
 
 function requestFn(model: Model, w: Workload): OneRequest {
   const data = inputData(w.datatype, elementCount(w.shape));
-  const inputs = { [w.input]: { shape: w.shape, data } };
+  const inputs: InferenceRequest['inputs'] = { [w.input]: { shape: w.shape, data } };
+  for (const z of w.zeros) inputs[z.name] = { shape: z.shape, data: new ZERO_ARRAYS[z.datatype]!(elementCount(z.shape)) } as never;
   if (w.outputBuffers) {
     if (Array.isArray(data) || w.output === null) throw new Error('--output-buffers needs a numeric output');
     const output = w.output;
@@ -782,6 +810,7 @@ async function runNativePoint(
     library, MODELS,
     '--model', w.model,
     '--input', w.input,
+    ...w.zeros.flatMap((z) => ['--zeros', `${z.name}:${z.datatype}:${z.shape.join(',')}`]),
     '--datatype', w.datatype,
     '--shape', w.shape.join(','),
     '--concurrency', String(concurrency),
@@ -895,7 +924,7 @@ function summarize(points: Point[]): Summary {
 
 // --- main -------------------------------------------------------------------
 
-const USAGE = `usage: npm run bench -- [--scenario small|large|large-reuse|large-dispose|bytes|stream|soak] [--model NAME]
+const USAGE = `usage: npm run bench -- [--scenario small|large|large-reuse|large-dispose|bytes|stream|stream-burst|soak] [--model NAME]
   [--shape D0,D1,..] [--datatype FP32|INT32|BYTES] [--batch N] [--concurrency 1:64:x2]
   [--requests N | --duration S] [--warmup N] [--library PATH] [--native-loop PATH]
   [--backend-directory DIR] [--no-native] [--threads N] [--output-buffers] [--dispose] [--gc-stats]
@@ -1010,9 +1039,10 @@ async function main(): Promise<void> {
       input: input.name,
       datatype,
       shape,
+      zeros: zeroInputs(meta.inputs, new Set((await model.config()).input?.filter((i) => i.optional).map((i) => i.name)), shape),
       stream: decoupled,
-      // repeat_int32 answers once per element; for other models the count is not known.
-      responsesPerRequest: modelName === 'repeat_int32' ? elementCount(shape) : decoupled ? null : 1,
+      // The repeat models answer once per element; for other models the count is not known.
+      responsesPerRequest: modelName === 'repeat_int32' || modelName === 'repeat_backend' ? elementCount(shape) : decoupled ? null : 1,
       outputBuffers,
       output: outputBuffers ? output!.name : null,
       dispose,
