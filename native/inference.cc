@@ -428,12 +428,20 @@ void InferenceEngine::ReadResponse(TRITONSERVER_InferenceResponse* response,
     }
     Output output{name, datatype, static_cast<uint32_t>(dim_count),
                   static_cast<uint32_t>(completion->dims.size()),
-                  Output::Memory::kNone, nullptr, byte_size};
+                  Output::Memory::kNone, nullptr, byte_size, 0};
     completion->dims.insert(completion->dims.end(), shape, shape + dim_count);
+    const size_t inline_room = SmallOutputs::Room(byte_size);
     if (byte_size == 0 || base == nullptr) {
       output.size = 0;
     } else if (buffer_userp == &kCallerMemory) {
       output.memory = Output::Memory::kCaller;
+    } else if (byte_size <= kSmallUpToBytes &&
+               completion->inline_used + inline_room <= Completion::kInlineBytes) {
+      // Deleting the response gives an own block back (not adopted).
+      std::memcpy(completion->inline_bytes + completion->inline_used, base, byte_size);
+      output.memory = Output::Memory::kInline;
+      output.offset = completion->inline_used;
+      completion->inline_used += static_cast<uint32_t>(inline_room);
     } else if (buffer_userp == nullptr) {
       // Host memory our allocator did not hand out: copied while it lives.
       BufferHeader* header = BlockPool::Get().Take(byte_size);
@@ -662,11 +670,16 @@ void InferenceEngine::DeliverResponse(Napi::Env env, Napi::Function callback,
       args.push_back(Napi::Number::New(env, static_cast<double>(output.size)));
     } else if (small.data != nullptr && IsSmall(output)) {
       // buffer, offset, size: JS copies it out (lib/inference.ts toResponse).
-      auto* header = static_cast<BufferHeader*>(output.block);
-      std::memcpy(small.data + small.used,
-                  reinterpret_cast<char*>(header) + kHeaderSize, output.size);
-      output.block = nullptr;
-      FreeBlock(header);
+      if (output.memory == Output::Memory::kInline) {
+        std::memcpy(small.data + small.used, completion.inline_bytes + output.offset,
+                    output.size);
+      } else {
+        auto* header = static_cast<BufferHeader*>(output.block);
+        std::memcpy(small.data + small.used,
+                    reinterpret_cast<char*>(header) + kHeaderSize, output.size);
+        output.block = nullptr;
+        FreeBlock(header);
+      }
       args.push_back(small.buffer);
       args.push_back(Napi::Number::New(env, static_cast<double>(small.used)));
       args.push_back(Napi::Number::New(env, static_cast<double>(output.size)));
@@ -702,8 +715,8 @@ void InferenceEngine::AppendParameters(Napi::Env env, const Completion& completi
 }
 
 bool InferenceEngine::IsSmall(const Output& output) {
-  return output.memory == Output::Memory::kBlock &&
-         output.size <= kSmallUpToBytes;
+  return output.memory == Output::Memory::kInline ||
+         (output.memory == Output::Memory::kBlock && output.size <= kSmallUpToBytes);
 }
 
 // One buffer for the small outputs of a drain round, made before the round

@@ -76,9 +76,11 @@ class InferenceEngine {
     TRITONSERVER_DataType datatype;
     uint32_t rank;
     uint32_t first_dim;  // index into Completion::dims
-    enum class Memory : uint8_t { kNone, kBlock, kCaller } memory;
+    // kInline: copied into the completion's inline_bytes at `offset`.
+    enum class Memory : uint8_t { kNone, kBlock, kCaller, kInline } memory;
     void* block;  // kBlock: our output block, now owned by the completion
     size_t size;
+    uint32_t offset;
   };
   struct Parameter {
     std::string name;
@@ -99,6 +101,11 @@ class InferenceEngine {
     std::vector<Parameter> parameters;
     std::vector<Output> outputs;
     std::vector<int64_t> dims;
+    // Small outputs are copied here on Triton's thread, where their bytes
+    // are in cache, and their blocks go back to the pool there too.
+    static constexpr size_t kInlineBytes = 128;
+    uint32_t inline_used = 0;
+    alignas(8) char inline_bytes[kInlineBytes];
   };
   static void Drain(Napi::Env env, Napi::Function callback,
                     InferenceEngine* engine, std::nullptr_t* unused);
