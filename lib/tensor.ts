@@ -1111,10 +1111,45 @@ export function outputTensor(
   }
   const View: ViewConstructorOf = (dt === 'FP16' ? float16ArrayConstructor() : undefined) ?? STORAGE[dt];
   type Data = TensorData<typeof dt>;
+  if (copy && size <= COPY_BY_ELEMENT_UP_TO && isIntegerView(View)) {
+    return constructTensor(name, dt, shape, size, copyElements(View, datatype, elementSize, source, offset / elementSize, size) as Data, undefined);
+  }
   let data = new View(source, offset, size) as Data;
   // Every element type's view (Float16Array too) has slice().
   if (copy) data = (data as unknown as { slice(): Data }).slice();
   return constructTensor(name, dt, shape, size, data, undefined);
+}
+
+/**
+ * Up to this many elements, a copied output is filled element by element
+ * from a view of the whole source kept per data type, instead of a view of
+ * its bytes and slice(): one typed array made instead of two (small outputs
+ * share one source buffer per drain). Integer views only: 64-bit elements
+ * would be read as BigInts, and a float read and written back may not keep
+ * a NaN's bits.
+ */
+const COPY_BY_ELEMENT_UP_TO = 16;
+const isIntegerView = (View: ViewConstructorOf): boolean =>
+  View === Int32Array || View === Uint32Array || View === Uint8Array || View === Int8Array || View === Uint16Array || View === Int16Array;
+let copySource: ArrayBufferLike | undefined;
+const copySourceViews: Array<ArrayLike<number> | undefined> = [];
+
+function copyElements(
+  View: ViewConstructorOf,
+  datatype: number,
+  elementSize: number,
+  source: ArrayBufferLike,
+  first: number,
+  count: number,
+): unknown {
+  if (source !== copySource) {
+    copySource = source;
+    copySourceViews.fill(undefined);
+  }
+  const from = (copySourceViews[datatype] ??= new View(source, 0, Math.floor(source.byteLength / elementSize)) as unknown as ArrayLike<number>);
+  const to = new (View as unknown as new (length: number) => { [index: number]: number })(count);
+  for (let i = 0; i < count; i++) to[i] = from[first + i]!;
+  return to;
 }
 
 function outputSize(name: string, shape: readonly number[]): number {

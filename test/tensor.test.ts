@@ -323,6 +323,43 @@ describe('zero copy', () => {
     expect((inner.data as Int32Array).byteOffset).toBe(8);
   });
 
+  it('copies small outputs out of a shared buffer into arrays of their own, of every element type, bits intact', () => {
+    // As the addon hands small outputs over: one buffer per drain, 8-byte aligned slots.
+    const drain = (fill: number): ArrayBuffer => {
+      const buffer = new ArrayBuffer(64);
+      new Uint8Array(buffer).forEach((_, i, bytes) => (bytes[i] = (fill + i * 37) & 0xff));
+      return buffer;
+    };
+    const expectCopy = (buffer: ArrayBuffer, datatype: number, count: number, offset: number): void => {
+      const output = outputTensor('Y', datatype, [count], buffer, offset, count * (elementSizes[datatype] ?? 0), true);
+      const data = output.data as ArrayBufferView;
+      expect(data.buffer).not.toBe(buffer);
+      expect(Array.from(new Uint8Array(data.buffer, data.byteOffset, data.byteLength))).toEqual(
+        Array.from(new Uint8Array(buffer, offset, data.byteLength)),
+      );
+    };
+    // TRITONSERVER_DataType values: BOOL 1, UINT8 2, UINT16 3, UINT32 4, UINT64 5, INT8 6,
+    // INT16 7, INT32 8, INT64 9, FP16 10, FP32 11, FP64 12, BF16 14.
+    const elementSizes: Record<number, number> = { 1: 1, 2: 1, 3: 2, 4: 4, 5: 8, 6: 1, 7: 2, 8: 4, 9: 8, 10: 2, 11: 4, 12: 8, 14: 2 };
+    for (const fill of [0, 101]) {
+      const buffer = drain(fill);
+      for (const datatype of Object.keys(elementSizes).map(Number)) {
+        expectCopy(buffer, datatype, 1, 8);
+        expectCopy(buffer, datatype, 3, 16);
+      }
+    }
+    // A float NaN with a payload keeps its bits.
+    const nan = new ArrayBuffer(8);
+    new Uint32Array(nan)[0] = 0x7fa00001;
+    expectCopy(nan, 11, 1, 0);
+    // The copies stay as they were when the shared buffer changes.
+    const shared = drain(7);
+    const copy = outputTensor('Y', 8, [2], shared, 8, 8, true);
+    const before = Array.from(copy.data as Int32Array);
+    new Uint8Array(shared).fill(0);
+    expect(Array.from(copy.data as Int32Array)).toEqual(before);
+  });
+
   it('copies only a misaligned numeric output', () => {
     const buffer = new ArrayBuffer(10);
     const bytes = new Uint8Array(buffer);
