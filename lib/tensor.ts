@@ -312,6 +312,16 @@ const STORAGE: { readonly [K in NumericDataType]: ArrayConstructorOf & ViewConst
   BF16: Uint16Array,
 };
 
+// By TRITONSERVER_DataType value, for outputs, which arrive as that number
+// (an array read instead of keyed loads by name, which go megamorphic).
+const ELEMENT_SIZE_BY_ENUM: number[] = [];
+const STORAGE_BY_ENUM: Array<ArrayConstructorOf & ViewConstructorOf> = [];
+for (const name of DATA_TYPES) {
+  if (name === 'BYTES') continue;
+  ELEMENT_SIZE_BY_ENUM[DATA_TYPE_INFO[name].enum] = DATA_TYPE_INFO[name].byteSize as number;
+  STORAGE_BY_ENUM[DATA_TYPE_INFO[name].enum] = STORAGE[name];
+}
+
 /** The TypedArray kind of `value`, or undefined if it is not a TypedArray. */
 function typedArrayKind(value: unknown): string | undefined {
   if (!ArrayBuffer.isView(value)) return undefined;
@@ -1096,7 +1106,7 @@ export function outputTensor(
     return constructTensor(name, dt, shape, size, undefined, wire);
   }
 
-  const elementSize = DATA_TYPE_INFO[dt].byteSize as number;
+  const elementSize = ELEMENT_SIZE_BY_ENUM[datatype]!;
   if (byteLength !== size * elementSize) {
     throw new TritonError(
       'INTERNAL',
@@ -1109,7 +1119,7 @@ export function outputTensor(
     source = buffer.slice(offset, offset + byteLength);
     offset = 0;
   }
-  const View: ViewConstructorOf = (dt === 'FP16' ? float16ArrayConstructor() : undefined) ?? STORAGE[dt];
+  const View: ViewConstructorOf = (dt === 'FP16' ? float16ArrayConstructor() : undefined) ?? STORAGE_BY_ENUM[datatype]!;
   type Data = TensorData<typeof dt>;
   if (copy && size <= COPY_BY_ELEMENT_UP_TO && isIntegerView(View)) {
     return constructTensor(name, dt, shape, size, copyElements(View, datatype, elementSize, source, offset / elementSize, size) as Data, undefined);
