@@ -211,8 +211,9 @@ function toResponse(
     const name = fields[i++] as string;
     const datatype = fields[i++] as number;
     const rank = fields[i++] as number;
-    const shape = fields.slice(i, i + rank) as number[];
-    i += rank;
+    // A loop: slice() costs more than these few dims.
+    const shape: number[] = [];
+    for (const end = i + rank; i < end; i++) shape.push(fields[i] as number);
     const bytes = fields[i++] as ArrayBuffer | number;
     if (typeof bytes === 'number') {
       // Written into the caller's own buffer: a view of it.
@@ -386,6 +387,193 @@ function formatShape(shape: readonly number[]): string {
   return `[${shape.join(', ')}]`;
 }
 
+/** What a ResponseStream needs of its Inference. */
+interface StreamHost {
+  /** Checks and starts the request, its completions going to `waiter`. */
+  start(
+    model: string,
+    defaultVersion: number,
+    request: InferenceRequest,
+    waiter: Waiter,
+  ): Promise<{ token: number; trace: Promise<InferenceTrace> | undefined }>;
+  /** Left before its FINAL: the rest only frees resources, and Triton stops the work. */
+  leave(token: number): void;
+}
+
+interface NextCall {
+  resolve(result: IteratorResult<InferenceResponse>): void;
+  reject(error: unknown): void;
+}
+
+const StreamState = { Idle: 0, Starting: 1, Running: 2, Closed: 3 } as const;
+
+const done = (): IteratorResult<InferenceResponse> => ({ value: undefined, done: true });
+
+/**
+ * model.stream(): an async iterator written out rather than an async
+ * generator, so a response goes straight from the drain to the waiting
+ * next() (a generator's yield costs more promise turns than a response
+ * costs otherwise). Like a generator it starts at the first next(), and
+ * leaving early (return(), a failure, an abort or timeout) cancels the
+ * request in Triton.
+ */
+class ResponseStream implements AsyncIterableIterator<InferenceResponse>, Waiter {
+  readonly #host: StreamHost;
+  readonly #model: string;
+  readonly #defaultVersion: number;
+  readonly #request: InferenceRequest;
+  #state: number = StreamState.Idle;
+  #token = 0;
+  #trace: Promise<InferenceTrace> | undefined;
+  readonly #completions: Completion[] = [];
+  readonly #calls: NextCall[] = [];
+  /** An abort or timeout, reported at the next next(). */
+  #failure: TritonError | undefined;
+  /** The FINAL completion arrived: nothing left to cancel. */
+  #finished = false;
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(host: StreamHost, model: string, defaultVersion: number, request: InferenceRequest) {
+    this.#host = host;
+    this.#model = model;
+    this.#defaultVersion = defaultVersion;
+    this.#request = request;
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  next(): Promise<IteratorResult<InferenceResponse>> {
+    return new Promise((resolve, reject) => {
+      this.#calls.push({ resolve, reject });
+      if (this.#state === StreamState.Idle) this.#begin();
+      else this.#deliver();
+    });
+  }
+
+  return(): Promise<IteratorResult<InferenceResponse>> {
+    this.#close();
+    this.#deliver();
+    return Promise.resolve(done());
+  }
+
+  throw(error: unknown): Promise<IteratorResult<InferenceResponse>> {
+    this.#close();
+    this.#deliver();
+    return Promise.reject(error);
+  }
+
+  complete(
+    final: boolean,
+    error: TritonError | undefined,
+    version: number | undefined,
+    parameterCount: number | undefined,
+    fields: ResponseField[],
+  ): void {
+    this.#completions.push({ final, error, version, parameterCount, fields });
+    if (this.#calls.length > 0) this.#deliver();
+  }
+
+  /** The abort listener. */
+  handleEvent(): void {
+    this.#fail(cancelled('the request was aborted', this.#request.signal?.reason));
+  }
+
+  #fail(failure: TritonError): void {
+    this.#failure ??= failure;
+    if (this.#calls.length > 0) this.#deliver();
+  }
+
+  #begin(): void {
+    this.#state = StreamState.Starting;
+    this.#host.start(this.#model, this.#defaultVersion, this.#request, this).then(
+      ({ token, trace }) => {
+        this.#token = token;
+        this.#trace = trace;
+        // return() while starting: stopped at once.
+        if (this.#state === StreamState.Closed) {
+          this.#host.leave(token);
+          trace?.catch(() => undefined);
+          return;
+        }
+        this.#state = StreamState.Running;
+        this.#request.signal?.addEventListener('abort', this, { once: true });
+        const timeoutMs = this.#request.timeoutMs;
+        if (timeoutMs !== undefined) {
+          this.#timer = setTimeout(() => this.#fail(cancelled(`the request timed out after ${timeoutMs} ms`)), timeoutMs);
+        }
+        this.#deliver();
+      },
+      (error: unknown) => {
+        this.#state = StreamState.Closed;
+        this.#calls.shift()?.reject(error);
+        this.#deliver();
+      },
+    );
+  }
+
+  /** Settles waiting next() calls, in order, with what is there to give. */
+  #deliver(): void {
+    const calls = this.#calls;
+    while (calls.length > 0 && this.#state !== StreamState.Starting) {
+      if (this.#state !== StreamState.Running) {
+        calls.shift()!.resolve(done());
+        continue;
+      }
+      if (this.#failure !== undefined) {
+        this.#close();
+        calls.shift()!.reject(this.#failure);
+        continue;
+      }
+      const completion = this.#completions.shift();
+      if (completion === undefined) return;
+      if (completion.final) this.#finished = true;
+      if (completion.error !== undefined) {
+        this.#close();
+        calls.shift()!.reject(completion.error);
+        continue;
+      }
+      if (!hasResponse(completion)) {
+        if (completion.final) this.#close();
+        continue;
+      }
+      const call = calls.shift()!;
+      let response: InferenceResponse;
+      try {
+        response = toResponse(completion.version, completion.parameterCount, completion.fields, completion.final, this.#model, this.#request);
+      } catch (error) {
+        this.#close();
+        call.reject(error);
+        continue;
+      }
+      if (completion.final) {
+        this.#close();
+        // The last response carries the trace; a bare FINAL flag cannot (onTrace can).
+        if (this.#trace !== undefined) {
+          this.#trace.then((trace) => {
+            response.trace = trace;
+            call.resolve({ value: response, done: false });
+          }, call.reject);
+          continue;
+        }
+      }
+      call.resolve({ value: response, done: false });
+    }
+  }
+
+  /** Ends the stream; before its FINAL, the request is cancelled in Triton. */
+  #close(): void {
+    const wasRunning = this.#state === StreamState.Running;
+    this.#state = StreamState.Closed;
+    if (!wasRunning) return;
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#request.signal?.removeEventListener('abort', this);
+    this.#completions.length = 0;
+    if (!this.#finished) this.#host.leave(this.#token);
+  }
+}
+
 export class Inference {
   #native: NativeServer | undefined;
   readonly #pending = new TokenTable<Waiter>();
@@ -492,78 +680,38 @@ export class Inference {
     });
   }
 
-  async *stream(model: string, defaultVersion: number, request: InferenceRequest): AsyncGenerator<InferenceResponse> {
+  /** The request starts at the first `next()`; see ResponseStream. */
+  stream(model: string, defaultVersion: number, request: InferenceRequest): AsyncIterableIterator<InferenceResponse> {
+    return new ResponseStream(this.#streams, model, defaultVersion, request);
+  }
+
+  readonly #streams: StreamHost = {
+    start: (model, defaultVersion, request, waiter) => this.#startStream(model, defaultVersion, request, waiter),
+    leave: (token) => {
+      // Its FINAL may be here already, unread: then nothing is left to wait for.
+      if (this.#pending.has(token)) this.#pending.set(token, IGNORE_COMPLETIONS);
+      this.#cancel(token);
+    },
+  };
+
+  async #startStream(
+    model: string,
+    defaultVersion: number,
+    request: InferenceRequest,
+    waiter: Waiter,
+  ): Promise<{ token: number; trace: Promise<InferenceTrace> | undefined }> {
     checkRequest(request);
     pinInputs(request.inputs, request.outputs);
     const calledNs = this.observer !== undefined || request.trace ? process.hrtime.bigint() : undefined;
     const version = request.modelVersion ?? defaultVersion;
     const info = this.#info.get(model)?.get(version) ?? (await this.#modelInfo(model, version));
     const tracing = request.trace ? await prepareTracing(request.trace) : undefined;
-    const signal = request.signal;
     let token: number;
     let trace: Promise<InferenceTrace> | undefined;
     if (tracing === undefined) token = this.#start(model, version, info, request, calledNs);
     else ({ token, trace } = this.#startTraced(model, version, info, request, tracing, calledNs));
-    const queue: Completion[] = [];
-    let wake: (() => void) | undefined;
-    let failure: TritonError | undefined;
-    let finished = false;
-    const notify = (): void => {
-      const resume = wake;
-      wake = undefined;
-      resume?.();
-    };
-    this.#await(token, {
-      complete(final, error, version, parameterCount, fields) {
-        queue.push({ final, error, version, parameterCount, fields });
-        notify();
-      },
-    });
-    const onAbort = (): void => {
-      failure ??= cancelled('the request was aborted', signal?.reason);
-      notify();
-    };
-    signal?.addEventListener('abort', onAbort, { once: true });
-    const timer =
-      request.timeoutMs === undefined
-        ? undefined
-        : setTimeout(() => {
-            failure ??= cancelled(`the request timed out after ${request.timeoutMs} ms`);
-            notify();
-          }, request.timeoutMs);
-    try {
-      for (;;) {
-        if (failure !== undefined) throw failure;
-        const completion = queue.shift();
-        if (completion === undefined) {
-          await new Promise<void>((resolve) => {
-            wake = resolve;
-          });
-          continue;
-        }
-        // Known before yielding: a consumer that stops at the final
-        // response leaves nothing behind to cancel.
-        finished = completion.final;
-        if (completion.error !== undefined) throw completion.error;
-        if (hasResponse(completion)) {
-          const response = toResponse(completion.version, completion.parameterCount, completion.fields, completion.final, model, request);
-          // The last response carries the trace; a bare FINAL flag cannot (onTrace can).
-          if (completion.final && trace !== undefined) response.trace = await trace;
-          yield response;
-        }
-        if (finished) return;
-      }
-    } finally {
-      if (timer !== undefined) clearTimeout(timer);
-      signal?.removeEventListener('abort', onAbort);
-      if (!finished) {
-        // Left early (break, error, abort): stop the work in Triton; the
-        // remaining completions still arrive and free their resources. Its
-        // FINAL may be here already, unread: then nothing is left to wait for.
-        if (this.#pending.has(token)) this.#pending.set(token, IGNORE_COMPLETIONS);
-        this.#cancel(token);
-      }
-    }
+    this.#await(token, waiter);
+    return { token, trace };
   }
 
   /** Validates the request and hands it to the addon; returns its token. */

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { Server, Tensor, liveObjects, type DataType, type InferenceRequest } from '../lib/index.js';
+import { Server, Tensor, liveObjects, type DataType, type InferenceRequest, type InferenceResponse } from '../lib/index.js';
 import { collectGarbage, startServer, rejection } from './helpers.js';
 
 let server: Server;
@@ -187,6 +187,54 @@ describe('streaming', () => {
     }
     expect(liveObjects().pending).toBe(0);
     await expectNothingLive();
+  });
+
+  describe('the iterator', () => {
+    const out = (result: IteratorResult<InferenceResponse>): number | 'done' =>
+      result.done ? 'done' : (result.value.outputs.OUT!.data as Int32Array)[0]!;
+
+    it('settles next() calls made without waiting in order, then done', async () => {
+      const iterator = server.model('repeat_int32').stream({ inputs: { IN: new Int32Array([1, 2, 3]) } })[Symbol.asyncIterator]();
+      const results = await Promise.all([iterator.next(), iterator.next(), iterator.next(), iterator.next(), iterator.next()]);
+      expect(results.map(out)).toEqual([1, 2, 3, 'done', 'done']);
+      expect((await iterator.next()).done).toBe(true);
+      await expectNothingLive();
+    });
+
+    it('starts nothing before the first next(), and nothing after return()', async () => {
+      const before = (await server.model('repeat_int32').statistics())[0]!.inference_count;
+      const iterator = server.model('repeat_int32').stream({ inputs: { IN: new Int32Array([1]) } })[Symbol.asyncIterator]();
+      expect(await iterator.return!(undefined)).toEqual({ value: undefined, done: true });
+      expect((await iterator.next()).done).toBe(true);
+      expect((await server.model('repeat_int32').statistics())[0]!.inference_count).toBe(before);
+      expect(liveObjects().pending).toBe(0);
+    });
+
+    it('return() while the request is starting cancels it and settles the waiting next() as done', async () => {
+      const iterator = server.model('repeat_int32').stream({
+        inputs: { IN: new Int32Array([1, 2, 3]), DELAY_MS: new Uint32Array([200]) },
+      })[Symbol.asyncIterator]();
+      const first = iterator.next();
+      await iterator.return!(undefined);
+      expect(await first).toEqual({ value: undefined, done: true });
+      await vi.waitFor(() => expect(liveObjects().pending).toBe(0), { timeout: 5_000 });
+      await expectNothingLive();
+    });
+
+    it('an abort while nobody waits fails the next next(), then the stream is done', async () => {
+      const controller = new AbortController();
+      const iterator = server.model('repeat_int32').stream({
+        inputs: { IN: new Int32Array([1, 2, 3]), DELAY_MS: new Uint32Array([50]) },
+        signal: controller.signal,
+      })[Symbol.asyncIterator]();
+      expect(out(await iterator.next())).toBe(1);
+      controller.abort('enough');
+      const error = await rejection(iterator.next());
+      expect(error.code).toBe('CANCELLED');
+      expect(error.cause).toBe('enough');
+      expect((await iterator.next()).done).toBe(true);
+      await expectNothingLive();
+    });
   });
 
   describe('a C++ decoupled backend (repeat_backend)', () => {
