@@ -1141,8 +1141,7 @@ export function outputTensor(
 const COPY_BY_ELEMENT_UP_TO = 16;
 const isIntegerView = (View: ViewConstructorOf): boolean =>
   View === Int32Array || View === Uint32Array || View === Uint8Array || View === Int8Array || View === Uint16Array || View === Int16Array;
-let copySource: ArrayBufferLike | undefined;
-const copySourceViews: Array<ArrayLike<number> | undefined> = [];
+const copySourceViews: Array<(ArrayLike<number> & { readonly buffer: ArrayBufferLike }) | undefined> = [];
 
 function copyElements(
   View: ViewConstructorOf,
@@ -1152,11 +1151,12 @@ function copyElements(
   first: number,
   count: number,
 ): unknown {
-  if (source !== copySource) {
-    copySource = source;
-    copySourceViews.fill(undefined);
+  let from = copySourceViews[datatype];
+  if (from === undefined || from.buffer !== source) {
+    from = copySourceViews[datatype] = new View(source, 0, Math.floor(source.byteLength / elementSize)) as unknown as ArrayLike<number> & {
+      readonly buffer: ArrayBufferLike;
+    };
   }
-  const from = (copySourceViews[datatype] ??= new View(source, 0, Math.floor(source.byteLength / elementSize)) as unknown as ArrayLike<number>);
   const to = new (View as unknown as new (length: number) => { [index: number]: number })(count);
   for (let i = 0; i < count; i++) to[i] = from[first + i]!;
   return to;
