@@ -3,6 +3,7 @@
  * deterministic enough to compare commits on a noisy shared machine.
  *
  *   npm run bench:callgrind -- --requests 20000 [--concurrency 64] [--scenario small]
+ *   npm run bench:callgrind -- --scenario stream-burst --requests 500 --concurrency 16 --warmup 100
  *
  * Each side (the binding through bench/perf.ts --no-native, and
  * bench_native_loop) runs twice under `valgrind --tool=callgrind
@@ -31,7 +32,10 @@ const WORKLOADS: Record<string, string[]> = {
   // The binding side writes the outputs into reused buffers (perf.ts --scenario large-reuse); the native loop as for large.
   'large-reuse': ['--model', 'identity_fp32', '--datatype', 'FP32', '--shape', '1,16384'],
   bytes: ['--model', 'identity_bytes', '--datatype', 'BYTES', '--shape', '1,32'],
+  'stream-burst': ['--model', 'repeat_backend', '--input', 'IN', '--datatype', 'INT32', '--shape', '64', '--zeros', 'DELAY:UINT32:64', '--zeros', 'WAIT:UINT32:1'],
 };
+/** Responses per request of the streaming workloads (also reported per response). */
+const STREAMED: Record<string, number> = { 'stream-burst': 64 };
 
 interface Count {
   total: number;
@@ -126,6 +130,13 @@ async function main(): Promise<void> {
       `\nbinding − native: ${Math.round(bi.total - n.total).toLocaleString('en-US')} instructions/request (all threads), ` +
         `${Math.round(bi.main - n.main).toLocaleString('en-US')} on the main thread`,
     );
+    const streamed = STREAMED[values.scenario];
+    if (streamed !== undefined) {
+      console.log(
+        `per streamed response (${streamed} per request): binding main thread ${Math.round(bi.main / streamed).toLocaleString('en-US')}, ` +
+          `native ${Math.round(n.main / streamed).toLocaleString('en-US')} instructions`,
+      );
+    }
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
