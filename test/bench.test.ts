@@ -197,6 +197,25 @@ describe('bench/perf.ts --output-buffers', () => {
     }
   }, 60_000);
 
+  it('runs stream-burst on both sides, sending the repeat backend’s other inputs as zeros', async () => {
+    const report = await runReport(['--scenario', 'stream-burst', '--requests', '20', '--concurrency', '2', '--warmup', '0']);
+    expect(report.workload).toMatchObject({
+      model: 'repeat_backend',
+      input: 'IN',
+      shape: [64],
+      stream: true,
+      zeros: [
+        { name: 'DELAY', datatype: 'UINT32', shape: [64] },
+        { name: 'WAIT', datatype: 'UINT32', shape: [1] },
+      ],
+    });
+    const [point] = report.points;
+    expect(point!.concurrency).toBe(2);
+    expect([point!.binding.requests, point!.binding.responses]).toEqual([20, 20 * 64]);
+    expect([point!.native.requests, point!.native.responses]).toEqual([20, 20 * 64]);
+    expectThreadFigure(point!.binding.jsCpuUsPerResponse);
+  }, 60_000);
+
   it('refuses a BYTES model with a message saying why', async () => {
     const error = await run(['--scenario', 'bytes', '--output-buffers', '--no-native', '--requests', '10']).then(
       () => null,
