@@ -601,20 +601,30 @@ export class Inference {
     this.#native?.flush();
   };
 
-  /** Receives each completion the addon drains, routed by token. */
-  readonly onResponse: NativeResponseCallback = (token, final, error, version, parameterCount, ...fields) => {
-    const waiter = this.#pending.get(token);
-    if (final) {
-      if (this.#pending.delete(token)) pendingRequests.count--;
-      this.observer?.finished(token);
-    }
-    try {
-      waiter?.complete(final, error, version, parameterCount, fields);
-    } catch (failure) {
-      // One broken handler must not cost the others their responses.
-      queueMicrotask(() => {
-        throw failure;
-      });
+  /** Receives the completions the addon drains (see NativeResponseCallback), routed by token. */
+  readonly onResponse: NativeResponseCallback = (...completions) => {
+    for (let i = 0; i < completions.length; ) {
+      const token = completions[i] as number;
+      const final = completions[i + 1] as boolean;
+      const error = completions[i + 2] as TritonError | undefined;
+      const version = completions[i + 3] as number | undefined;
+      const parameterCount = completions[i + 4] as number | undefined;
+      const fieldsEnd = i + 6 + (completions[i + 5] as number);
+      const fields = completions.slice(i + 6, fieldsEnd) as ResponseField[];
+      i = fieldsEnd;
+      const waiter = this.#pending.get(token);
+      if (final) {
+        if (this.#pending.delete(token)) pendingRequests.count--;
+        this.observer?.finished(token);
+      }
+      try {
+        waiter?.complete(final, error, version, parameterCount, fields);
+      } catch (failure) {
+        // One broken handler must not cost the others their responses.
+        queueMicrotask(() => {
+          throw failure;
+        });
+      }
     }
   };
 

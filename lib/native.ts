@@ -15,24 +15,19 @@ const API_VERSION_FIELDS: ReadonlySet<string> = new Set(['libraryPath']);
 
 
 /**
- * The addon calls this once per completion of a request, all that one JS
- * tick drained in a row: the request's token, Triton's FINAL flag, then
- * either an error, or the model version, the number of response parameters
- * (undefined for none), each output flat as name, datatype, rank, dims…,
- * bytes, and last the parameters as name, value pairs. A FINAL flag without
- * a response has only the first two arguments. An output's bytes are its own
- * ArrayBuffer; or a number, its size in the caller's buffer for it; or, for
- * outputs of 64 bytes or less, a buffer shared with others, offset, size
- * (to be copied out: a typed array that small lives in V8's heap).
+ * The addon calls this with a batch of completions, all that one JS tick
+ * drained in a row, each as six arguments and its fields: the request's
+ * token, Triton's FINAL flag, an error or undefined, the model version
+ * (undefined without a response), the number of response parameters
+ * (undefined for none), the number of fields that follow; the fields are
+ * each output flat as name, datatype, rank, dims…, bytes, and last the
+ * parameters as name, value pairs. A FINAL flag without a response, and a
+ * failure, have no fields. An output's bytes are its own ArrayBuffer; or a
+ * number, its size in the caller's buffer for it; or, for outputs of 64
+ * bytes or less, a buffer shared with others, offset, size (to be copied
+ * out: a typed array that small lives in V8's heap).
  */
-export type NativeResponseCallback = (
-  token: number,
-  final: boolean,
-  error: TritonError | undefined,
-  version?: number,
-  parameterCount?: number,
-  ...fields: ResponseField[]
-) => void;
+export type NativeResponseCallback = (...completions: Array<ResponseField | TritonError | undefined>) => void;
 
 /** One field of a response the addon delivers (see NativeResponseCallback). */
 export type ResponseField = string | number | boolean | ArrayBuffer;

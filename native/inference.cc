@@ -593,14 +593,28 @@ void InferenceEngine::DrainOnJsThread(Napi::Env env, Napi::Function callback) {
         thrown = error;
       }
     }
+    // One call per batch of completions: a call into JS per completion
+    // cost more than reading its arguments. JS may be unable to run (a
+    // worker being terminated): then nothing is delivered, but every
+    // resource is still given back.
+    std::vector<napi_value>& args = args_scratch_;
+    args.clear();
+    auto deliver = [&] {
+      if (!thrown && !args.empty()) {
+        try {
+          callback.Call(args);
+        } catch (const Napi::Error& error) {
+          thrown = error;
+        }
+      }
+      args.clear();
+    };
     for (Completion& completion : draining_) {
       Request* request = completion.request;
       if (completion.has_response || completion.final) {
-        // JS may be unable to run (a worker being terminated): then nothing
-        // is delivered, but every resource is still given back.
         if (!thrown) {
           try {
-            DeliverResponse(env, callback, completion, small);
+            AppendCompletion(env, completion, small, args);
           } catch (const Napi::Error& error) {
             thrown = error;
           }
@@ -608,8 +622,12 @@ void InferenceEngine::DrainOnJsThread(Napi::Env env, Napi::Function callback) {
         FreeOutputs(completion);  // what was not handed to JS
         if (completion.final) request->final_seen = true;
       }
+      // The request goes back to the free list; JS never needs it to read
+      // a completion already in `args`.
       if (completion.done) Finish(env, request);
+      if (args.size() >= kBatchArgs) deliver();
     }
+    deliver();
     draining_.clear();
     if (round == kRounds) {
       bool more;
@@ -629,34 +647,36 @@ void InferenceEngine::DrainOnJsThread(Napi::Env env, Napi::Function callback) {
   if (thrown) thrown->ThrowAsJavaScriptException();
 }
 
-// Calls callback(token, final, error, version, parameterCount, ...fields):
-// each output flat as name, datatype, rank, dims..., ArrayBuffer, then
-// parameterCount name, value pairs. Arguments
-// rather than arrays: setting array elements from C++ costs more than
-// everything else in a response. The model name and request id are the
-// caller's own and are not rebuilt as JS strings.
-void InferenceEngine::DeliverResponse(Napi::Env env, Napi::Function callback,
-                                      Completion& completion,
-                                      SmallOutputs& small) {
-  std::vector<napi_value>& args = args_scratch_;
-  args.clear();
+// Appends one completion to the callback's arguments as token, final,
+// error, version, parameterCount, fieldCount, then its fields: each output
+// flat as name, datatype, rank, dims..., bytes, then parameterCount name,
+// value pairs (lib/native.ts NativeResponseCallback). Arguments rather than
+// arrays: setting array elements from C++ costs more than everything else in
+// a response. The model name and request id are the caller's own and are
+// not rebuilt as JS strings.
+void InferenceEngine::AppendCompletion(Napi::Env env, Completion& completion,
+                                       SmallOutputs& small,
+                                       std::vector<napi_value>& args) {
   args.push_back(Napi::Number::New(env, static_cast<double>(completion.request->token)));
   args.push_back(Napi::Boolean::New(env, completion.final));
-  if (!completion.has_response) {  // a FINAL flag without a response
-    callback.Call(args);
+  const napi_value undefined = env.Undefined();
+  if (!completion.has_response || completion.error) {
+    // A FINAL flag without a response, or a failure.
+    args.push_back(completion.error ? ToJsError(env, *completion.error).Value() : undefined);
+    args.push_back(undefined);
+    args.push_back(undefined);
+    args.push_back(Napi::Number::New(env, 0));
     return;
   }
-  if (completion.error) {
-    args.push_back(ToJsError(env, *completion.error).Value());
-    callback.Call(args);
-    return;
-  }
-  args.push_back(env.Undefined());
+  args.push_back(undefined);
   args.push_back(Napi::Number::New(env, static_cast<double>(completion.version)));
   const size_t parameter_count = completion.parameters.size();
   args.push_back(parameter_count == 0
-                     ? env.Undefined()
+                     ? undefined
                      : Napi::Number::New(env, static_cast<double>(parameter_count)));
+  // The field count, filled in once the fields are there.
+  const size_t count_at = args.size();
+  args.push_back(undefined);
   Addon* addon = env.GetInstanceData<Addon>();
   for (Output& output : completion.outputs) {
     args.push_back(addon->ResponseName(env, output.name));
@@ -689,7 +709,7 @@ void InferenceEngine::DeliverResponse(Napi::Env env, Napi::Function callback,
     }
   }
   AppendParameters(env, completion, args);
-  callback.Call(args);
+  args[count_at] = Napi::Number::New(env, static_cast<double>(args.size() - count_at - 1));
 }
 
 // Appends the response's parameters as name, value pairs: JS makes the

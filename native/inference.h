@@ -159,8 +159,11 @@ class InferenceEngine {
     // Each starts 8-byte aligned: right for any element type.
     static size_t Room(size_t size) { return (size + 7) / 8 * 8; }
   };
-  void DeliverResponse(Napi::Env env, Napi::Function callback,
-                       Completion& completion, SmallOutputs& small);
+  void AppendCompletion(Napi::Env env, Completion& completion,
+                        SmallOutputs& small, std::vector<napi_value>& args);
+  // A batch is delivered once its arguments reach this many (a call's
+  // arguments live on the stack).
+  static constexpr size_t kBatchArgs = 4096;
   void AppendParameters(Napi::Env env, const Completion& completion,
                         std::vector<napi_value>& args);
   Napi::Value OutputBuffer(Napi::Env env, Output& output);
