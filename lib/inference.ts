@@ -417,7 +417,7 @@ const done = (): IteratorResult<InferenceResponse> => ({ value: undefined, done:
  * leaving early (return(), a failure, an abort or timeout) cancels the
  * request in Triton.
  */
-class ResponseStream implements AsyncIterableIterator<InferenceResponse>, Waiter {
+class ResponseStream implements AsyncIterableIterator<InferenceResponse> {
   readonly #host: StreamHost;
   readonly #model: string;
   readonly #defaultVersion: number;
@@ -464,21 +464,14 @@ class ResponseStream implements AsyncIterableIterator<InferenceResponse>, Waiter
     return Promise.reject(error);
   }
 
-  complete(
-    final: boolean,
-    error: TritonError | undefined,
-    version: number | undefined,
-    parameterCount: number | undefined,
-    fields: ResponseField[],
-  ): void {
-    this.#completions.push({ final, error, version, parameterCount, fields });
-    if (this.#calls.length > 0) this.#deliver();
-  }
-
-  /** The abort listener. */
-  handleEvent(): void {
-    this.#fail(cancelled('the request was aborted', this.#request.signal?.reason));
-  }
+  // Not methods of the iterator, which the caller holds.
+  readonly #waiter: Waiter = {
+    complete: (final, error, version, parameterCount, fields) => {
+      this.#completions.push({ final, error, version, parameterCount, fields });
+      if (this.#calls.length > 0) this.#deliver();
+    },
+  };
+  readonly #onAbort = (): void => this.#fail(cancelled('the request was aborted', this.#request.signal?.reason));
 
   #fail(failure: TritonError): void {
     this.#failure ??= failure;
@@ -487,7 +480,7 @@ class ResponseStream implements AsyncIterableIterator<InferenceResponse>, Waiter
 
   #begin(): void {
     this.#state = StreamState.Starting;
-    this.#host.start(this.#model, this.#defaultVersion, this.#request, this).then(
+    this.#host.start(this.#model, this.#defaultVersion, this.#request, this.#waiter).then(
       ({ token, trace }) => {
         this.#token = token;
         this.#trace = trace;
@@ -498,7 +491,7 @@ class ResponseStream implements AsyncIterableIterator<InferenceResponse>, Waiter
           return;
         }
         this.#state = StreamState.Running;
-        this.#request.signal?.addEventListener('abort', this, { once: true });
+        this.#request.signal?.addEventListener('abort', this.#onAbort, { once: true });
         const timeoutMs = this.#request.timeoutMs;
         if (timeoutMs !== undefined) {
           this.#timer = setTimeout(() => this.#fail(cancelled(`the request timed out after ${timeoutMs} ms`)), timeoutMs);
@@ -568,7 +561,7 @@ class ResponseStream implements AsyncIterableIterator<InferenceResponse>, Waiter
     this.#state = StreamState.Closed;
     if (!wasRunning) return;
     if (this.#timer !== undefined) clearTimeout(this.#timer);
-    this.#request.signal?.removeEventListener('abort', this);
+    this.#request.signal?.removeEventListener('abort', this.#onAbort);
     this.#completions.length = 0;
     if (!this.#finished) this.#host.leave(this.#token);
   }

@@ -201,6 +201,13 @@ describe('streaming', () => {
       await expectNothingLive();
     });
 
+    it('offers the caller only next(), return() and throw()', () => {
+      const iterator = server.model('repeat_int32').stream({ inputs: { IN: new Int32Array([1]) } })[Symbol.asyncIterator]();
+      expect(Object.keys(iterator)).toEqual([]);
+      const methods = Object.getOwnPropertyNames(Object.getPrototypeOf(iterator)).filter((name) => name !== 'constructor');
+      expect(methods.sort()).toEqual(['next', 'return', 'throw']);
+    });
+
     it('starts nothing before the first next(), and nothing after return()', async () => {
       const before = (await server.model('repeat_int32').statistics())[0]!.inference_count;
       const iterator = server.model('repeat_int32').stream({ inputs: { IN: new Int32Array([1]) } })[Symbol.asyncIterator]();
