@@ -280,6 +280,40 @@ describe('streaming', () => {
       await expectNothingLive();
     });
 
+    it('a loop left early drops the responses the backend still sends (it ignores cancellation), leaving nothing live', async () => {
+      const seen: number[] = [];
+      for await (const response of server.model('repeat_backend').stream(repeat([1, 2, 3, 4, 5], [0, 0, 30, 30, 30]))) {
+        seen.push((response.outputs.OUT!.data as Int32Array)[0]!);
+        if (seen.length === 2) break;
+      }
+      expect(seen).toEqual([1, 2]);
+      // Its thread keeps sending for ~90 ms; then FINAL, and nothing is left.
+      await vi.waitFor(() => expect(liveObjects().pending).toBe(0), { timeout: 5_000 });
+      await expectNothingLive();
+    });
+
+    it('stop() with streams in flight waits for the backend’s threads (it ignores cancellation): every stream ends complete', async () => {
+      const own = await startServer();
+      await own.loadModel('repeat_backend');
+      const started: Array<Promise<void>> = [];
+      const streams = Array.from({ length: 4 }, (_, s) => {
+        let first!: () => void;
+        started.push(new Promise<void>((resolve) => (first = resolve)));
+        return (async () => {
+          const got: number[] = [];
+          for await (const response of own.model('repeat_backend').stream(repeat([s, 2, 3, 4], [0, 20, 20, 20]))) {
+            got.push((response.outputs.OUT!.data as Int32Array)[0]!);
+            first();
+          }
+          return got;
+        })();
+      });
+      await Promise.all(started);
+      await own.stop();
+      expect(await Promise.all(streams)).toEqual([0, 1, 2, 3].map((s) => [s, 2, 3, 4]));
+      await expectNothingLive();
+    });
+
     it('ends without a response when IN is empty', async () => {
       const responses = [];
       for await (const response of server.model('repeat_backend').stream(repeat([]))) responses.push(response);
