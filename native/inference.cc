@@ -690,13 +690,14 @@ void InferenceEngine::AppendCompletion(Napi::Env env, Completion& completion,
       args.push_back(Napi::Number::New(env, static_cast<double>(output.size)));
     } else if (small.data != nullptr && IsSmall(output)) {
       // buffer, offset, size: JS copies it out (lib/inference.ts toResponse).
-      if (output.memory == Output::Memory::kInline) {
-        std::memcpy(small.data + small.used, completion.inline_bytes + output.offset,
-                    output.size);
-      } else {
-        auto* header = static_cast<BufferHeader*>(output.block);
-        std::memcpy(small.data + small.used,
-                    reinterpret_cast<char*>(header) + kHeaderSize, output.size);
+      // Copied on Triton's thread already, or (past the completion's room)
+      // still in its block.
+      auto* header = static_cast<BufferHeader*>(output.block);
+      const char* bytes = output.memory == Output::Memory::kInline
+                              ? completion.inline_bytes + output.offset
+                              : reinterpret_cast<char*>(header) + kHeaderSize;
+      std::memcpy(small.data + small.used, bytes, output.size);
+      if (output.memory == Output::Memory::kBlock) {
         output.block = nullptr;
         FreeBlock(header);
       }
