@@ -105,6 +105,33 @@ describe('small outputs', () => {
   });
 });
 
+describe('small outputs past a completion’s inline room', () => {
+  // Up to 128 bytes of small outputs per response are copied on Triton's
+  // thread; three of 64 bytes leave the third in its block, copied on the JS thread.
+  it('arrive intact, each its own memory, and their blocks go back', async () => {
+    const config = await server.model('identity_fp32').config();
+    const io = (prefix: string) => [0, 1, 2].map((i) => ({ name: `${prefix}${i}`, data_type: 'TYPE_FP32', dims: [-1] }));
+    await server.unloadModel('identity_fp32');
+    await server.loadModel('identity_fp32', { config: { ...config, input: io('INPUT'), output: io('OUTPUT') } });
+    try {
+      const before = liveObjects().outputBuffers;
+      const inputs = Object.fromEntries(
+        [0, 1, 2].map((i) => [`INPUT${i}`, { shape: [1, 16], data: Float32Array.from({ length: 16 }, (_, j) => i * 100 + j) }]),
+      );
+      const responses = await Promise.all(Array.from({ length: 8 }, () => server.model('identity_fp32').infer({ inputs })));
+      for (const response of responses) {
+        const outs = [0, 1, 2].map((i) => response.outputs[`OUTPUT${i}`]!.data as Float32Array);
+        outs.forEach((data, i) => expect(Array.from(data)).toEqual(Array.from({ length: 16 }, (_, j) => i * 100 + j)));
+        expect(new Set(outs.map((data) => data.buffer)).size).toBe(3);
+      }
+      expect(liveObjects().outputBuffers).toBe(before);
+    } finally {
+      await server.unloadModel('identity_fp32');
+      await server.loadModel('identity_fp32');
+    }
+  });
+});
+
 describe('response.dispose()', () => {
   // Node runs the finalizer of a detached external buffer in its next
   // immediate (node_buffer.cc, CallbackInfo::OnBackingStoreFree), not at GC.
