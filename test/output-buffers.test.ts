@@ -110,7 +110,7 @@ describe('small outputs past a completion’s inline room', () => {
   // thread; three of 64 bytes leave the third in its block, copied on the JS thread.
   it('arrive intact, each its own memory, and their blocks go back', async () => {
     const config = await server.model('identity_fp32').config();
-    const io = (prefix: string) => [0, 1, 2].map((i) => ({ name: `${prefix}${i}`, data_type: 'TYPE_FP32', dims: [-1] }));
+    const io = (prefix: string) => [0, 1, 2].map((i) => ({ name: `${prefix}${i}`, data_type: 'TYPE_FP32' as const, dims: [-1] }));
     await server.unloadModel('identity_fp32');
     await server.loadModel('identity_fp32', { config: { ...config, input: io('INPUT'), output: io('OUTPUT') } });
     try {
