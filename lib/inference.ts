@@ -18,7 +18,7 @@ import {
   isObject,
 } from './check.js';
 import { TritonError } from './errors.js';
-import { native, pendingRequests, type NativeInputField, type NativeResponseCallback, type NativeServer, type ResponseField } from './native.js';
+import { native, OUTPUT_WHERE, pendingRequests, type NativeInputField, type NativeResponseCallback, type NativeServer, type ResponseField } from './native.js';
 import {
   buildTrace,
   exportSpans,
@@ -197,6 +197,13 @@ function hasResponse(completion: Completion): boolean {
   return completion.error !== undefined || completion.version !== undefined;
 }
 
+/** The names responses repeat, filled in by the addon: a field names one by its index. */
+const RESPONSE_NAMES = native.responseNames;
+
+function fieldName(field: ResponseField): string {
+  return typeof field === 'number' ? RESPONSE_NAMES[field]! : (field as string);
+}
+
 function toResponse(
   version: number | undefined,
   parameterCount: number | undefined,
@@ -208,38 +215,30 @@ function toResponse(
   const outputs: Record<string, Tensor> = {};
   const outputsEnd = fields.length - 2 * (parameterCount ?? 0);
   for (let i = 0; i < outputsEnd; ) {
-    const name = fields[i++] as string;
-    const datatype = fields[i++] as number;
+    const name = fieldName(fields[i++]!);
+    const code = fields[i++] as number;
     const rank = fields[i++] as number;
     // A loop: slice() costs more than these few dims.
     const shape: number[] = [];
     for (const end = i + rank; i < end; i++) shape.push(fields[i] as number);
-    const bytes = fields[i++] as ArrayBuffer | number;
-    if (typeof bytes === 'number') {
+    const where = code >> 4;
+    if (where === OUTPUT_WHERE.shared) {
+      // In the shared buffer of small outputs: copied out.
+      outputs[name] = outputTensor(name, code & 15, shape, fields[i] as ArrayBuffer, fields[i + 1] as number, fields[i + 2] as number, true);
+      i += 3;
+    } else if (where === OUTPUT_WHERE.own) {
+      outputs[name] = outputTensor(name, code & 15, shape, fields[i++] as ArrayBuffer);
+    } else {
       // Written into the caller's own buffer: a view of it.
       const given = (request.outputs as Record<string, OutputBufferSpec>)[name]!.data!;
-      outputs[name] = outputTensor(name, datatype, shape, given.buffer as ArrayBuffer, given.byteOffset, bytes);
-    } else if (typeof fields[i] === 'number') {
-      // In the shared buffer of small outputs: copied out.
-      const offset = fields[i++] as number;
-      const size = fields[i++] as number;
-      outputs[name] = outputTensor(name, datatype, shape, bytes, offset, size, true);
-    } else {
-      outputs[name] = outputTensor(name, datatype, shape, bytes);
+      outputs[name] = outputTensor(name, code & 15, shape, given.buffer as ArrayBuffer, given.byteOffset, fields[i++] as number);
     }
   }
   const parameters: Record<string, string | number | boolean> = {};
   for (let i = outputsEnd; i < fields.length; i += 2) {
-    parameters[fields[i] as string] = fields[i + 1] as string | number | boolean;
+    parameters[fieldName(fields[i]!)] = fields[i + 1] as string | number | boolean;
   }
-  return new OwnedResponse({ name: model, version: version ?? -1 }, request.id ?? '', outputs, parameters, final, fields);
-}
-
-/** The name of the output whose fields include `fields[at]`: the last string before. */
-function outputNameBefore(fields: ResponseField[], at: number): string {
-  let i = at - 1;
-  while (typeof fields[i] !== 'string') i--;
-  return fields[i] as string;
+  return new OwnedResponse({ name: model, version: version ?? -1 }, request.id ?? '', outputs, parameters, final, fields, outputsEnd);
 }
 
 /** A response whose output memory the package allocated (see dispose()). */
@@ -247,6 +246,8 @@ class OwnedResponse implements InferenceResponse {
   declare trace?: InferenceTrace;
   /** The addon's fields: the ArrayBuffers among them are the package's own. */
   readonly #fields: ResponseField[];
+  /** Where the outputs' fields end (the parameters follow). */
+  readonly #outputsEnd: number;
 
   constructor(
     readonly model: { name: string; version: number },
@@ -255,23 +256,27 @@ class OwnedResponse implements InferenceResponse {
     readonly parameters: Record<string, string | number | boolean>,
     readonly final: boolean,
     fields: ResponseField[],
+    outputsEnd: number,
   ) {
     this.#fields = fields;
+    this.#outputsEnd = outputsEnd;
   }
 
   dispose(): void {
     const buffers: ArrayBuffer[] = [];
     const fields = this.#fields;
-    for (let i = 0; i < fields.length; i++) {
-      const field = fields[i];
-      if (!(field instanceof ArrayBuffer)) continue;
-      if (typeof fields[i + 1] === 'number') {
-        // The shared buffer of small outputs (see toResponse): each of them
-        // has its own copy, found by the output's name before its dims.
-        buffers.push(tensorBytes(this.outputs[outputNameBefore(fields, i)]!).buffer as ArrayBuffer);
-        i += 2;
+    // The outputs' fields, as toResponse reads them.
+    for (let i = 0; i < this.#outputsEnd; ) {
+      const name = fieldName(fields[i]!);
+      const where = (fields[i + 1] as number) >> 4;
+      i += 3 + (fields[i + 2] as number);
+      if (where === OUTPUT_WHERE.shared) {
+        // Each small output has its own copy of its bytes.
+        buffers.push(tensorBytes(this.outputs[name]!).buffer as ArrayBuffer);
+        i += 3;
       } else {
-        buffers.push(field);
+        if (where === OUTPUT_WHERE.own) buffers.push(fields[i] as ArrayBuffer);
+        i += 1;
       }
     }
     if (buffers.length > 0) native.detachBuffers(...buffers);

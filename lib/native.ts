@@ -20,14 +20,21 @@ const API_VERSION_FIELDS: ReadonlySet<string> = new Set(['libraryPath']);
  * token, Triton's FINAL flag, an error or undefined, the model version
  * (undefined without a response), the number of response parameters
  * (undefined for none), the number of fields that follow; the fields are
- * each output flat as name, datatype, rank, dims…, bytes, and last the
- * parameters as name, value pairs. A FINAL flag without a response, and a
- * failure, have no fields. An output's bytes are its own ArrayBuffer; or a
- * number, its size in the caller's buffer for it; or, for outputs of 64
- * bytes or less, a buffer shared with others, offset, size (to be copied
- * out: a typed array that small lives in V8's heap).
+ * each output flat as name, datatype + 16 × where (OUTPUT_WHERE), rank,
+ * dims…, then its bytes as `where` says, and last the parameters as name,
+ * value pairs. A name is its index in `responseNames`, or the name itself
+ * past that table's room. A FINAL flag without a response, and a failure,
+ * have no fields.
  */
 export type NativeResponseCallback = (...completions: Array<ResponseField | TritonError | undefined>) => void;
+
+/**
+ * Where an output's bytes are, after its dims: its own ArrayBuffer; a buffer
+ * shared with the drain's other small outputs (64 bytes or less), offset,
+ * size (to be copied out: a typed array that small lives in V8's heap); or
+ * the caller's buffer for it, whose size follows.
+ */
+export const OUTPUT_WHERE = { own: 0, shared: 1, caller: 2 } as const;
 
 /** One field of a response the addon delivers (see NativeResponseCallback). */
 export type ResponseField = string | number | boolean | ArrayBuffer;
@@ -146,6 +153,8 @@ export interface NativeObservability {
 }
 
 export interface NativeAddon extends NativeObservability {
+  /** The names responses repeat (outputs, parameters), appended to by the addon; fields name them by index. */
+  readonly responseNames: readonly string[];
   setErrorClass(errorClass: typeof TritonError): void;
   apiVersion(candidates: string[]): Promise<LibraryInfo>;
   startServer(

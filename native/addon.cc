@@ -46,6 +46,8 @@ Addon::Addon(Napi::Env env, Napi::Object exports) {
                   InstanceMethod<&Addon::AttachServer>("attachServer"),
                   InstanceMethod<&Addon::DetachBuffers>("detachBuffers"),
               });
+  response_name_table_ = Napi::Persistent(Napi::Array::New(env));
+  exports.Set("responseNames", response_name_table_.Value());
   DefineProbes(env, exports);
   RegisterMetrics(env, exports);
   RegisterLogging(env, exports);
@@ -172,19 +174,25 @@ Napi::Value Addon::AttachServer(const Napi::CallbackInfo& info) {
   return server;
 }
 
-Napi::String Addon::ResponseName(Napi::Env env, const std::string& name) {
-  auto found = response_names_.find(name);
-  if (found != response_names_.end())
-    return response_name_strings_.Value().Get(found->second).As<Napi::String>();
-  Napi::String key = Napi::String::New(env, name);
-  if (response_names_.size() < kMaxNames) {
-    if (response_name_strings_.IsEmpty())
-      response_name_strings_ = Napi::Persistent(Napi::Array::New(env));
-    const auto index = static_cast<uint32_t>(response_names_.size());
-    response_name_strings_.Value().Set(index, key);
-    response_names_.emplace(name, index);
+napi_value Addon::ResponseName(Napi::Env env, const std::string& name) {
+  uint32_t index = next_name_;
+  if (index >= response_names_.size() || response_names_[index] != name) {
+    auto found = response_name_index_.find(name);
+    if (found != response_name_index_.end()) {
+      index = found->second;
+    } else if (response_names_.size() < kMaxNames) {
+      index = static_cast<uint32_t>(response_names_.size());
+      response_name_table_.Value().Set(index, Napi::String::New(env, name));
+      response_names_.push_back(name);
+      response_name_index_.emplace(name, index);
+    } else {
+      return Napi::String::New(env, name);
+    }
   }
-  return key;
+  next_name_ = index + 1;
+  napi_value number = nullptr;
+  napi_create_uint32(env, index, &number);
+  return number;
 }
 
 // detachBuffers(...arrayBuffers): response.dispose(). Detaching an output's

@@ -8,6 +8,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 namespace tsn {
 
@@ -26,10 +27,12 @@ class Addon : public Napi::Addon<Addon> {
   // Servers of this environment not yet collected, for process.exit().
   std::unordered_set<ServerWrap*> servers;
 
-  // The JS string for a name every response repeats (outputs, response
-  // parameters): making a property key anew each time costs more than the
-  // rest of a small output. Kept for the first kMaxNames.
-  Napi::String ResponseName(Napi::Env env, const std::string& name);
+  // A name every response repeats (outputs, response parameters) as its
+  // index in the names table JS holds (exports.responseNames), or, past the
+  // first kMaxNames, as a JS string: making a property key anew each time
+  // costs more than the rest of a small output, and reading it back from a
+  // JS array through Node-API costs nearly as much.
+  napi_value ResponseName(Napi::Env env, const std::string& name);
 
  private:
   Napi::Value SetErrorClass(const Napi::CallbackInfo& info);
@@ -41,10 +44,14 @@ class Addon : public Napi::Addon<Addon> {
   Napi::Value DetachBuffers(const Napi::CallbackInfo& info);
 
   static constexpr size_t kMaxNames = 64;
-  // Node-API before version 10 references objects only: the strings live in
-  // one array, found by index.
-  Napi::Reference<Napi::Array> response_name_strings_;
-  std::unordered_map<std::string, uint32_t> response_names_;
+  // The table's strings, in the JS array (appended to once per name) and
+  // here, by index and by name.
+  Napi::Reference<Napi::Array> response_name_table_;
+  std::vector<std::string> response_names_;
+  std::unordered_map<std::string, uint32_t> response_name_index_;
+  // Where the next name is looked for first: a response's names come in
+  // the order the one before had them.
+  uint32_t next_name_ = 0;
 };
 
 }  // namespace tsn

@@ -649,11 +649,12 @@ void InferenceEngine::DrainOnJsThread(Napi::Env env, Napi::Function callback) {
 
 // Appends one completion to the callback's arguments as token, final,
 // error, version, parameterCount, fieldCount, then its fields: each output
-// flat as name, datatype, rank, dims..., bytes, then parameterCount name,
-// value pairs (lib/native.ts NativeResponseCallback). Arguments rather than
-// arrays: setting array elements from C++ costs more than everything else in
-// a response. The model name and request id are the caller's own and are
-// not rebuilt as JS strings.
+// flat as name, datatype + 16 * where, rank, dims..., then what `where`
+// says, then parameterCount name, value pairs (lib/native.ts
+// NativeResponseCallback). Arguments rather than arrays: setting array
+// elements from C++ costs more than everything else in a response. Names are
+// indices into the names table (Addon::ResponseName); the model name and
+// request id are the caller's own and are not rebuilt as JS strings.
 void InferenceEngine::AppendCompletion(Napi::Env env, Completion& completion,
                                        SmallOutputs& small,
                                        std::vector<napi_value>& args) {
@@ -680,15 +681,18 @@ void InferenceEngine::AppendCompletion(Napi::Env env, Completion& completion,
   Addon* addon = env.GetInstanceData<Addon>();
   for (Output& output : completion.outputs) {
     args.push_back(addon->ResponseName(env, output.name));
-    args.push_back(Napi::Number::New(env, output.datatype));
+    const OutputWhere where = output.memory == Output::Memory::kCaller ? OutputWhere::kCaller
+                              : small.data != nullptr && IsSmall(output) ? OutputWhere::kShared
+                                                                          : OutputWhere::kOwn;
+    args.push_back(Napi::Number::New(env, output.datatype + 16 * static_cast<int>(where)));
     args.push_back(Napi::Number::New(env, output.rank));
     for (uint32_t d = 0; d < output.rank; ++d)
       args.push_back(Napi::Number::New(
           env, static_cast<double>(completion.dims[output.first_dim + d])));
-    if (output.memory == Output::Memory::kCaller) {
+    if (where == OutputWhere::kCaller) {
       // Written into the caller's buffer: JS knows which; only the size.
       args.push_back(Napi::Number::New(env, static_cast<double>(output.size)));
-    } else if (small.data != nullptr && IsSmall(output)) {
+    } else if (where == OutputWhere::kShared) {
       // buffer, offset, size: JS copies it out (lib/inference.ts toResponse).
       // Copied on Triton's thread already, or (past the completion's room)
       // still in its block.

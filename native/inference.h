@@ -159,6 +159,10 @@ class InferenceEngine {
     // Each starts 8-byte aligned: right for any element type.
     static size_t Room(size_t size) { return (size + 7) / 8 * 8; }
   };
+  // Where an output's bytes are, for JS: its own ArrayBuffer; the drain's
+  // shared buffer of small outputs, offset, size; or the caller's buffer
+  // (its size).
+  enum class OutputWhere { kOwn = 0, kShared = 1, kCaller = 2 };
   void AppendCompletion(Napi::Env env, Completion& completion,
                         SmallOutputs& small, std::vector<napi_value>& args);
   // A batch is delivered once its arguments reach this many (a call's

@@ -476,6 +476,48 @@ describe('output memory', () => {
     expect((response.outputs.OUTPUT0!.data as Float32Array)[1023]).toBe(3);
   });
 
+  it('names every output past the addon’s table of repeated names (80 outputs, small and large), twice over', async () => {
+    // The addon names outputs and parameters by index into a table of 64;
+    // past it, by their strings. 80 outputs overflow it whatever came before.
+    const count = 80;
+    const model = await server.loadModel('identity_many', {
+      config: {
+        name: 'identity_many',
+        backend: 'identity',
+        max_batch_size: 0,
+        input: Array.from({ length: count }, (_, i) => ({ name: `INPUT${i}`, data_type: 'TYPE_FP32' as const, dims: [-1] })),
+        output: Array.from({ length: count }, (_, i) => ({ name: `OUTPUT${i}`, data_type: 'TYPE_FP32' as const, dims: [-1] })),
+      },
+      files: { '1/README.txt': 'identity models need only a version directory' },
+    });
+    try {
+      const reference = await server.model('identity_fp32').infer({ inputs: { INPUT0: { shape: [1, 1], data: new Float32Array(1) } } });
+      for (let round = 0; round < 2; round++) {
+        // Every fifth output large (its own buffer), the others small (the shared buffer).
+        const length = (i: number): number => (i % 5 === 0 ? 4096 : 1 + (i % 16));
+        const inputs: InferenceRequest['inputs'] = {};
+        for (let i = 0; i < count; i++) {
+          inputs[`INPUT${i}`] = { shape: [length(i)], data: new Float32Array(length(i)).fill(i + round / 2) };
+        }
+        const response = await model.infer({ inputs });
+        expect(Object.keys(response.outputs).sort()).toEqual(Array.from({ length: count }, (_, i) => `OUTPUT${i}`).sort());
+        for (let i = 0; i < count; i++) {
+          const output = response.outputs[`OUTPUT${i}`]!;
+          expect(output.name).toBe(`OUTPUT${i}`);
+          expect(output.shape).toEqual([length(i)]);
+          expect(Array.from(output.data as Float32Array)).toEqual(new Array(length(i)).fill(i + round / 2));
+        }
+        expect(response.parameters).toEqual(reference.parameters);
+        response.dispose();
+        expect(response.outputs.OUTPUT0!.data.byteLength).toBe(0);
+        expect(response.outputs.OUTPUT1!.data.byteLength).toBe(0);
+      }
+    } finally {
+      await server.unloadModel('identity_many');
+    }
+    await expectNothingLive();
+  });
+
   it('copies outputs into JS memory with outputCopy', async () => {
     const copying = await startServer({ outputCopy: true, startupModels: ['identity_fp32'] });
     try {
