@@ -1,5 +1,6 @@
 #include "inference.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -867,13 +868,24 @@ size_t ElementSize(napi_typedarray_type type) {
 }
 
 // Reads a JS string into `out`, reusing its memory (no allocation once the
-// request context has held a string as long).
+// request context has held a string as long). One call when the string fits
+// the room `out` has (the same model and input names every request): a
+// length query first walks the string once more.
 void ReadString(Napi::Env env, napi_value value, std::string& out) {
+  // A cut never falls inside a character, so it leaves less than 4 bytes free.
+  constexpr size_t kLongestCharacter = 4;
+  size_t room = std::max<size_t>(out.capacity(), 32);
+  out.resize(room);
   size_t length = 0;
-  if (napi_get_value_string_utf8(env, value, nullptr, 0, &length) != napi_ok)
+  if (napi_get_value_string_utf8(env, value, out.data(), room + 1, &length) != napi_ok)
     throw InvalidArg(env, "expected a string");
+  if (length + kLongestCharacter > room) {
+    // Measured, and room enough kept for one call next time.
+    napi_get_value_string_utf8(env, value, nullptr, 0, &length);
+    out.resize(length + kLongestCharacter);
+    napi_get_value_string_utf8(env, value, out.data(), length + 1, &length);
+  }
   out.resize(length);
-  napi_get_value_string_utf8(env, value, out.data(), length + 1, &length);
 }
 
 }  // namespace

@@ -62,6 +62,29 @@ describe('loading with a config and files', () => {
     await server.unloadModel('memory_identity');
   });
 
+  it('serves a model whose name is long and not ASCII, request after request', async () => {
+    // 59 bytes of UTF-8, two per 'ü': longer than the room a request context
+    // first has for the name, so it is measured once and then read in one go.
+    const name = `identity_${'ü'.repeat(25)}`;
+    const model = await server.loadModel(name, {
+      config: identityConfig(name, 'TYPE_INT32'),
+      files: { '1/README.txt': 'identity models need only a version directory' },
+    });
+    try {
+      for (let round = 0; round < 3; round++) {
+        const responses = await Promise.all(
+          Array.from({ length: 8 }, (_, i) => model.infer({ inputs: { INPUT0: { shape: [1, 2], data: new Int32Array([round, i]) } } })),
+        );
+        responses.forEach((response, i) => {
+          expect(response.model.name).toBe(name);
+          expect(Array.from(response.outputs.OUTPUT0!.data as Int32Array)).toEqual([round, i]);
+        });
+      }
+    } finally {
+      await server.unloadModel(name);
+    }
+  });
+
   it('reloads a repository model with a changed config, and inference follows', async () => {
     const model = await server.loadModel('identity_fp32');
     expect((await model.metadata()).inputs[0]!.datatype).toBe('FP32');
