@@ -24,11 +24,14 @@
 namespace tsn {
 
 // Process-wide counts of live native objects, for tests and leak hunting.
+// Each on a cache line of its own: the JS thread counts requests and inputs,
+// Triton's threads responses and output buffers, and one shared line moved
+// between the cores at every count.
 struct LiveCounters {
-  std::atomic<int64_t> requests{0};        // request contexts not yet freed
-  std::atomic<int64_t> responses{0};       // Triton responses not yet deleted
-  std::atomic<int64_t> output_buffers{0};  // output memory not yet freed
-  std::atomic<int64_t> input_references{0};  // JS inputs held for Triton
+  alignas(64) std::atomic<int64_t> requests{0};        // request contexts not yet freed
+  alignas(64) std::atomic<int64_t> responses{0};       // Triton responses not yet deleted
+  alignas(64) std::atomic<int64_t> output_buffers{0};  // output memory not yet freed
+  alignas(64) std::atomic<int64_t> input_references{0};  // JS inputs held for Triton
 };
 LiveCounters& Live();
 
