@@ -509,8 +509,8 @@ describe('output memory', () => {
         }
         expect(response.parameters).toEqual(reference.parameters);
         response.dispose();
-        expect(response.outputs.OUTPUT0!.data.byteLength).toBe(0);
-        expect(response.outputs.OUTPUT1!.data.byteLength).toBe(0);
+        expect((response.outputs.OUTPUT0!.data as Float32Array).byteLength).toBe(0);
+        expect((response.outputs.OUTPUT1!.data as Float32Array).byteLength).toBe(0);
       }
     } finally {
       await server.unloadModel('identity_many');
