@@ -1051,20 +1051,24 @@ function startRequest(
   request: InferenceRequest,
 ): number {
   // Every field was checked by checkRequest().
-  const { id, priority, timeoutMs, sequence, parameters } = request;
+  const { id, priority, timeoutMs, sequence, parameters, outputs } = request;
+  if (id === undefined && priority === undefined && timeoutMs === undefined && sequence === undefined && parameters === undefined && outputs === undefined) {
+    return nativeServer.infer(model, version, undefined, ...inputs);
+  }
   const flags = sequence === undefined ? undefined : (sequence.start ? SEQUENCE_START : 0) | (sequence.end ? SEQUENCE_END : 0);
-  const parameterList = parameters === undefined ? undefined : Object.entries(parameters);
   return nativeServer.infer(
     model,
     version,
-    outputNames(request.outputs) ?? null,
-    id === undefined ? undefined : String(id),
-    priority,
-    timeoutMs === undefined ? undefined : Math.round(timeoutMs * 1000),
-    flags,
-    sequence?.id,
-    parameterList,
-    outputBuffers(request.outputs),
+    [
+      outputNames(outputs),
+      id === undefined ? undefined : String(id),
+      priority,
+      timeoutMs === undefined ? undefined : Math.round(timeoutMs * 1000),
+      flags,
+      sequence?.id,
+      parameters === undefined ? undefined : Object.entries(parameters),
+      outputBuffers(outputs),
+    ],
     ...inputs,
   );
 }

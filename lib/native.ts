@@ -39,6 +39,23 @@ export const OUTPUT_WHERE = { own: 0, shared: 1, caller: 2 } as const;
 /** One field of a response the addon delivers (see NativeResponseCallback). */
 export type ResponseField = string | number | boolean | ArrayBuffer;
 
+/**
+ * A request's options for the addon, positionally (undefined = not set):
+ * outputs wanted (undefined = all), id, priority, timeout in µs, sequence
+ * flags, correlation id, parameters, caller output buffers as
+ * [name, view, allocate if too small].
+ */
+export type NativeRequestOptions = [
+  outputs: string[] | undefined,
+  id: string | undefined,
+  priority: number | undefined,
+  timeoutUs: number | undefined,
+  flags: number | undefined,
+  correlationId: number | bigint | string | undefined,
+  parameters: Array<[string, string | number | bigint | boolean]> | undefined,
+  outputBuffers: Array<[string, ArrayBufferView, boolean]> | undefined,
+];
+
 /** One field of an input flattened for the addon: name, datatype (enum), rank, dims…, data. */
 export type NativeInputField = string | number | ArrayBufferView;
 
@@ -90,22 +107,11 @@ export interface NativeServer {
   /**
    * Queues a request (throws on bad arguments); `flush()` hands this tick's
    * requests to Triton, whose refusal then arrives as the request's one,
-   * final, failed completion. Options come positionally (undefined = not
-   * set), then each input flat as name, datatype (enum), rank, dims…, data.
+   * final, failed completion. Options are undefined when none is set (the
+   * addon then reads no more of them), then each input flat as name,
+   * datatype (enum), rank, dims…, data.
    */
-  infer(
-    model: string,
-    version: number,
-    outputs: string[] | null,
-    id: string | undefined,
-    priority: number | undefined,
-    timeoutUs: number | undefined,
-    flags: number | undefined,
-    correlationId: number | bigint | string | undefined,
-    parameters: Array<[string, string | number | bigint | boolean]> | undefined,
-    outputBuffers: Array<[string, ArrayBufferView, boolean]> | undefined,
-    ...inputs: NativeInputField[]
-  ): number;
+  infer(model: string, version: number, options: NativeRequestOptions | undefined, ...inputs: NativeInputField[]): number;
   /** Submits the requests queued since the last call (once per tick). */
   flush(): void;
   cancel(token: number): void;

@@ -835,8 +835,8 @@ void InferenceEngine::Finish(Napi::Env env, Request* request) {
 
 namespace {
 
-// infer()'s arguments before the inputs.
-constexpr size_t kFirstInputArg = 10;
+// infer()'s arguments before the inputs: model, version, options.
+constexpr size_t kFirstInputArg = 3;
 
 int64_t ToInt64(Napi::Value value, const char* what) {
   if (value.IsBigInt()) {
@@ -891,43 +891,48 @@ void ReadString(Napi::Env env, napi_value value, std::string& out) {
 }  // namespace
 
 // Reads infer()'s arguments into the request context; throws on bad ones.
-// infer(model, version, outputs, id, priority, timeoutUs, flags,
-//       correlationId, parameters, outputBuffers, ...inputs): options positional
-// (undefined = not set), then each input flat as name, datatype, rank,
-// dims..., data — arguments rather than objects or arrays, because reading
-// properties and elements costs more than the rest of a request. No Triton
-// call happens here: Submit() makes the Triton request from the context.
+// infer(model, version, options, ...inputs): options undefined when none is
+// set, else [outputs, id, priority, timeoutUs, flags, correlationId,
+// parameters, outputBuffers] (undefined = not set); then each input flat as
+// name, datatype, rank, dims..., data — arguments rather than objects,
+// because reading properties and elements costs more than the rest of a
+// request, and types are checked by the Node-API calls that read the values
+// (each type query is a call of its own). No Triton call happens here:
+// Submit() makes the Triton request from the context.
 void InferenceEngine::ParseRequest(const Napi::CallbackInfo& info,
                                    Request* request) {
   Napi::Env env = info.Env();
   ReadString(env, info[0], request->model);
-  request->version = info[1].As<Napi::Number>().Int64Value();
+  if (napi_get_value_int64(env, info[1], &request->version) != napi_ok)
+    throw InvalidArg(env, "the model version must be a number");
 
   const size_t argc = info.Length();
   input_views_.clear();
   request->inputs_spec.clear();
   request->dims.clear();
   for (size_t i = kFirstInputArg; i < argc;) {
-    if (i + 3 > argc || !info[i].IsString() || !info[i + 1].IsNumber() ||
-        !info[i + 2].IsNumber())
-      throw InvalidArg(env, "each input needs a name, a datatype and a rank");
     request->inputs_spec.emplace_back();
     Request::Input& input = request->inputs_spec.back();
+    int32_t datatype = 0;
+    int64_t rank = 0;
+    if (i + 3 > argc) throw InvalidArg(env, "each input needs a name, a datatype and a rank");
     ReadString(env, info[i], input.name);
-    input.datatype = static_cast<TRITONSERVER_DataType>(
-        info[i + 1].As<Napi::Number>().Int32Value());
-    const int64_t rank = info[i + 2].As<Napi::Number>().Int64Value();
+    if (napi_get_value_int32(env, info[i + 1], &datatype) != napi_ok ||
+        napi_get_value_int64(env, info[i + 2], &rank) != napi_ok)
+      throw InvalidArg(env, "each input needs a name, a datatype and a rank");
+    input.datatype = static_cast<TRITONSERVER_DataType>(datatype);
     i += 3;
     if (rank < 0 || i + static_cast<size_t>(rank) + 1 > argc)
       throw InvalidArg(env, "input '" + input.name + "': bad rank or missing data");
     input.first_dim = static_cast<uint32_t>(request->dims.size());
     input.rank = static_cast<uint32_t>(rank);
-    for (int64_t d = 0; d < rank; ++d, ++i)
-      request->dims.push_back(info[i].As<Napi::Number>().Int64Value());
-    if (!info[i].IsTypedArray())
-      throw InvalidArg(env, "input '" + input.name + "': data must be a TypedArray");
+    for (int64_t d = 0; d < rank; ++d, ++i) {
+      int64_t dim = 0;
+      if (napi_get_value_int64(env, info[i], &dim) != napi_ok)
+        throw InvalidArg(env, "input '" + input.name + "': dims must be numbers");
+      request->dims.push_back(dim);
+    }
     napi_value data = info[i++];
-    input_views_.push_back(data);
     // The view's own data pointer: also right for a SharedArrayBuffer,
     // which Napi::TypedArray::ArrayBuffer() refuses.
     void* bytes = nullptr;
@@ -935,20 +940,68 @@ void InferenceEngine::ParseRequest(const Napi::CallbackInfo& info,
     napi_typedarray_type type;
     if (napi_get_typedarray_info(env, data, &type, &length, &bytes, nullptr,
                                  nullptr) != napi_ok)
-      throw InvalidArg(env, "input '" + input.name + "': unreadable TypedArray");
+      throw InvalidArg(env, "input '" + input.name + "': data must be a TypedArray");
+    input_views_.push_back(data);
     input.data = bytes;
     input.size = length * ElementSize(type);
   }
   request->outputs_wanted.clear();
-  if (info[2].IsArray()) {
-    Napi::Array outputs = info[2].As<Napi::Array>();
-    for (uint32_t i = 0, n = outputs.Length(); i < n; ++i)
-      request->outputs_wanted.push_back(outputs.Get(i).ToString().Utf8Value());
+  request->has_id = false;
+  request->has_priority = false;
+  request->has_timeout = false;
+  request->has_flags = false;
+  request->correlation = Request::Correlation::kNone;
+  request->parameters.clear();
+  if (!info[2].IsUndefined()) ParseOptions(info[2], request);
+}
+
+// The options of a request that has some (see ParseRequest).
+void InferenceEngine::ParseOptions(Napi::Value value, Request* request) {
+  Napi::Env env = value.Env();
+  if (!value.IsArray() || value.As<Napi::Array>().Length() != 8)
+    throw InvalidArg(env, "request options must be an array of 8");
+  Napi::Array options = value.As<Napi::Array>();
+  Napi::Value outputs = options.Get(0u);
+  if (outputs.IsArray()) {
+    Napi::Array names = outputs.As<Napi::Array>();
+    for (uint32_t i = 0, n = names.Length(); i < n; ++i)
+      request->outputs_wanted.push_back(names.Get(i).ToString().Utf8Value());
+  }
+  Napi::Value id = options.Get(1u);
+  request->has_id = id.IsString();
+  if (request->has_id) ReadString(env, id, request->id);
+  Napi::Value priority = options.Get(2u);
+  request->has_priority = priority.IsNumber();
+  if (request->has_priority) request->priority = priority.As<Napi::Number>().Uint32Value();
+  Napi::Value timeout = options.Get(3u);
+  request->has_timeout = timeout.IsNumber();
+  if (request->has_timeout)
+    request->timeout_us = static_cast<uint64_t>(timeout.As<Napi::Number>().Int64Value());
+  Napi::Value flags = options.Get(4u);
+  request->has_flags = flags.IsNumber();
+  if (request->has_flags) request->flags = flags.As<Napi::Number>().Uint32Value();
+  Napi::Value correlation = options.Get(5u);
+  if (correlation.IsString()) {
+    request->correlation = Request::Correlation::kText;
+    ReadString(env, correlation, request->correlation_text);
+  } else if (correlation.IsNumber() || correlation.IsBigInt()) {
+    request->correlation = Request::Correlation::kNumber;
+    request->correlation_id =
+        static_cast<uint64_t>(ToInt64(correlation, "sequence id"));
+  }
+  Napi::Value parameters = options.Get(6u);
+  if (parameters.IsArray()) {
+    Napi::Array list = parameters.As<Napi::Array>();
+    for (uint32_t i = 0, n = list.Length(); i < n; ++i) {
+      Napi::Array pair = list.Get(i).As<Napi::Array>();
+      ParseParameter(env, pair.Get(0u).ToString(), pair.Get(1u), request);
+    }
   }
   // [name, TypedArray, fallback] triples: outputs written into the caller's
   // memory, which is kept alive with the inputs until the release.
-  if (info[9].IsArray()) {
-    Napi::Array buffers = info[9].As<Napi::Array>();
+  Napi::Value buffers_value = options.Get(7u);
+  if (buffers_value.IsArray()) {
+    Napi::Array buffers = buffers_value.As<Napi::Array>();
     for (uint32_t i = 0, n = buffers.Length(); i < n; ++i) {
       Napi::Value entry = buffers.Get(i);
       if (!entry.IsArray() || entry.As<Napi::Array>().Length() != 3)
@@ -967,36 +1020,6 @@ void InferenceEngine::ParseRequest(const Napi::CallbackInfo& info,
       request->caller_buffers.push_back({name.As<Napi::String>().Utf8Value(), data,
                                          array.ByteLength(),
                                          triple.Get(2u).ToBoolean().Value()});
-    }
-  }
-  request->has_id = info[3].IsString();
-  if (request->has_id) ReadString(env, info[3], request->id);
-  request->has_priority = info[4].IsNumber();
-  if (request->has_priority)
-    request->priority = info[4].As<Napi::Number>().Uint32Value();
-  request->has_timeout = info[5].IsNumber();
-  if (request->has_timeout)
-    request->timeout_us =
-        static_cast<uint64_t>(info[5].As<Napi::Number>().Int64Value());
-  request->has_flags = info[6].IsNumber();
-  if (request->has_flags) request->flags = info[6].As<Napi::Number>().Uint32Value();
-  Napi::Value correlation = info[7];
-  request->correlation = Request::Correlation::kNone;
-  if (correlation.IsString()) {
-    request->correlation = Request::Correlation::kText;
-    ReadString(env, correlation, request->correlation_text);
-  } else if (correlation.IsNumber() || correlation.IsBigInt()) {
-    request->correlation = Request::Correlation::kNumber;
-    request->correlation_id =
-        static_cast<uint64_t>(ToInt64(correlation, "sequence id"));
-  }
-  request->parameters.clear();
-  Napi::Value parameters = info[8];
-  if (parameters.IsArray()) {
-    Napi::Array list = parameters.As<Napi::Array>();
-    for (uint32_t i = 0, n = list.Length(); i < n; ++i) {
-      Napi::Array pair = list.Get(i).As<Napi::Array>();
-      ParseParameter(env, pair.Get(0u).ToString(), pair.Get(1u), request);
     }
   }
 }
@@ -1035,11 +1058,8 @@ void InferenceEngine::ParseParameter(Napi::Env env, const std::string& key,
 
 Napi::Value InferenceEngine::Infer(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  if (info.Length() < kFirstInputArg || !info[0].IsString() ||
-      !info[1].IsNumber())
-    throw InvalidArg(env,
-                     "infer(model, version, outputs, id, priority, timeoutUs, "
-                     "flags, correlationId, parameters, outputBuffers, ...inputs)");
+  if (info.Length() < kFirstInputArg)
+    throw InvalidArg(env, "infer(model, version, options, ...inputs)");
   if (allocator_ == nullptr)
     throw ToJsError(env, TRITONSERVER_ERROR_INTERNAL,
                     "the response allocator could not be created");

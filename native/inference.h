@@ -180,6 +180,7 @@ class InferenceEngine {
   Request* NewRequest();
   void Finish(Napi::Env env, Request* request);
   void ParseRequest(const Napi::CallbackInfo& info, Request* request);
+  void ParseOptions(Napi::Value options, Request* request);
   void ParseParameter(Napi::Env env, const std::string& key, Napi::Value value,
                       Request* request);
   Napi::Value InputsToKeep(Napi::Env env);
