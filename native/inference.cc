@@ -1,6 +1,5 @@
 #include "inference.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -874,7 +873,7 @@ size_t ElementSize(napi_typedarray_type type) {
 void ReadString(Napi::Env env, napi_value value, std::string& out) {
   // A cut never falls inside a character, so it leaves less than 4 bytes free.
   constexpr size_t kLongestCharacter = 4;
-  size_t room = std::max<size_t>(out.capacity(), 32);
+  const size_t room = out.capacity();
   out.resize(room);
   size_t length = 0;
   if (napi_get_value_string_utf8(env, value, out.data(), room + 1, &length) != napi_ok)
