@@ -392,9 +392,7 @@ Napi::Function ServerWrap::Define(Napi::Env env) {
               "unregisterModelRepository"),
           InstanceMethod<&ServerWrap::Metrics>("metrics"),
           InstanceMethod<&ServerWrap::Stop>("stop"),
-          InstanceMethod<&ServerWrap::Infer>("infer"),
           InstanceMethod<&ServerWrap::Cancel>("cancel"),
-          InstanceMethod<&ServerWrap::Flush>("flush"),
           InstanceMethod<&ServerWrap::InFlight>("inFlight"),
           InstanceMethod<&ServerWrap::Share>("share"),
       });
@@ -412,12 +410,33 @@ ServerWrap::ServerWrap(const Napi::CallbackInfo& info)
   engine_ = InferenceEngine::Create(info.Env(), state_,
                                     info[0].As<Napi::Function>());
   state_->AddEngine(engine_);
+  // infer and flush as functions of this object whose data leads here: an
+  // instance method unwraps `this` at each call, which cost more than
+  // reading the request's arguments.
+  call_target_ = std::make_shared<CallTarget>(CallTarget{this});
+  Napi::Object self = info.This().As<Napi::Object>();
+  auto own_function = [&](const char* name, Napi::Function (*make)(napi_env, const char*, void*)) {
+    auto* target = new std::shared_ptr<CallTarget>(call_target_);
+    Napi::Function function = make(info.Env(), name, target);
+    if (napi_add_finalizer(info.Env(), function, target,
+                           [](napi_env, void* data, void*) {
+                             delete static_cast<std::shared_ptr<CallTarget>*>(data);
+                           },
+                           nullptr, nullptr) != napi_ok) {
+      delete target;
+      throw Napi::Error::New(info.Env(), "could not set up the server's functions");
+    }
+    self.Set(name, function);
+  };
+  own_function("infer", &Napi::Function::New<&ServerWrap::Infer>);
+  own_function("flush", &Napi::Function::New<&ServerWrap::Flush>);
   napi_add_env_cleanup_hook(info.Env(), &ServerWrap::CleanupHook, this);
   cleanup_hook_added_ = true;
   addon->servers.insert(this);
 }
 
 ServerWrap::~ServerWrap() {
+  if (call_target_) call_target_->wrap = nullptr;
   if (cleanup_hook_added_)
     napi_remove_env_cleanup_hook(Env(), &ServerWrap::CleanupHook, this);
   if (Addon* addon = Env().GetInstanceData<Addon>()) addon->servers.erase(this);
@@ -846,15 +865,20 @@ Napi::Value ServerWrap::Stop(const Napi::CallbackInfo& info) {
       });
 }
 
+ServerWrap* ServerWrap::Target(const Napi::CallbackInfo& info) {
+  return (*static_cast<std::shared_ptr<CallTarget>*>(info.Data()))->wrap;
+}
+
 Napi::Value ServerWrap::Infer(const Napi::CallbackInfo& info) {
-  if (Closed())
+  ServerWrap* wrap = Target(info);
+  if (wrap == nullptr || wrap->Closed())
     throw ToJsError(info.Env(), TRITONSERVER_ERROR_UNAVAILABLE,
                     "the server has been stopped");
-  return engine_->Infer(info);
+  return wrap->engine_->Infer(info);
 }
 
 Napi::Value ServerWrap::Flush(const Napi::CallbackInfo& info) {
-  engine_->Flush();
+  if (ServerWrap* wrap = Target(info)) wrap->engine_->Flush();
   return info.Env().Undefined();
 }
 

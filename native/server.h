@@ -126,9 +126,11 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
   Napi::Value UnregisterModelRepository(const Napi::CallbackInfo& info);
   Napi::Value Metrics(const Napi::CallbackInfo& info);
   Napi::Value Stop(const Napi::CallbackInfo& info);
-  Napi::Value Infer(const Napi::CallbackInfo& info);
+  // infer and flush run per request: functions of the object itself, whose
+  // data leads to the wrapper (see the constructor).
+  static Napi::Value Infer(const Napi::CallbackInfo& info);
+  static Napi::Value Flush(const Napi::CallbackInfo& info);
   Napi::Value Cancel(const Napi::CallbackInfo& info);
-  Napi::Value Flush(const Napi::CallbackInfo& info);
   Napi::Value InFlight(const Napi::CallbackInfo& info);
   Napi::Value Share(const Napi::CallbackInfo& info);
   Napi::Value Detach(Napi::Env env, uint32_t wait_seconds);
@@ -166,6 +168,14 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
   static void EndAllForExit(Napi::Env env, std::chrono::milliseconds wait);
 
  private:
+
+  // What infer and flush reach: this wrapper while it lives (either may be
+  // collected first).
+  struct CallTarget {
+    ServerWrap* wrap;
+  };
+  static ServerWrap* Target(const Napi::CallbackInfo& info);
+  std::shared_ptr<CallTarget> call_target_;
 
   std::shared_ptr<ServerState> state_;
   std::shared_ptr<InferenceEngine> engine_;
