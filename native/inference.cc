@@ -898,7 +898,7 @@ void ReadString(Napi::Env env, napi_value value, std::string& out) {
 // request, and types are checked by the Node-API calls that read the values
 // (each type query is a call of its own). No Triton call happens here:
 // Submit() makes the Triton request from the context.
-void InferenceEngine::ParseRequest(const Napi::CallbackInfo& info,
+void InferenceEngine::ParseRequest(const CallArgs& info,
                                    Request* request) {
   Napi::Env env = info.Env();
   ReadString(env, info[0], request->model);
@@ -1055,7 +1055,7 @@ void InferenceEngine::ParseParameter(Napi::Env env, const std::string& key,
   request->parameters.push_back(std::move(parameter));
 }
 
-Napi::Value InferenceEngine::Infer(const Napi::CallbackInfo& info) {
+Napi::Value InferenceEngine::Infer(const CallArgs& info) {
   Napi::Env env = info.Env();
   if (info.Length() < kFirstInputArg)
     throw InvalidArg(env, "infer(model, version, options, ...inputs)");

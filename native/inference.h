@@ -35,6 +35,19 @@ struct LiveCounters {
 };
 LiveCounters& Live();
 
+// A call's arguments as Node-API hands them over: infer() reads them without
+// node-addon-api's CallbackInfo, which puts more than six on the heap.
+struct CallArgs {
+  Napi::Env env;
+  const napi_value* values;
+  size_t count;
+  Napi::Value operator[](size_t i) const {
+    return i < count ? Napi::Value(env, values[i]) : env.Undefined();
+  }
+  size_t Length() const { return count; }
+  Napi::Env Env() const { return env; }
+};
+
 class InferenceEngine {
  public:
   static std::shared_ptr<InferenceEngine> Create(
@@ -45,7 +58,7 @@ class InferenceEngine {
   // infer(model, version, outputs, id, priority, timeoutUs, flags,
   //       correlationId, parameters, outputBuffers, ...inputs) → token; the
   // request is recorded, and handed to Triton by the next Flush().
-  Napi::Value Infer(const Napi::CallbackInfo& info);
+  Napi::Value Infer(const CallArgs& info);
   // Submits what infer() calls of this tick left (see inference.cc); with
   // `wait`, only after the submitter thread's earlier ones.
   void Flush(bool wait = false);
@@ -179,7 +192,7 @@ class InferenceEngine {
   static void FreeOutputs(Completion& completion);
   Request* NewRequest();
   void Finish(Napi::Env env, Request* request);
-  void ParseRequest(const Napi::CallbackInfo& info, Request* request);
+  void ParseRequest(const CallArgs& info, Request* request);
   void ParseOptions(Napi::Value options, Request* request);
   void ParseParameter(Napi::Env env, const std::string& key, Napi::Value value,
                       Request* request);

@@ -415,10 +415,12 @@ ServerWrap::ServerWrap(const Napi::CallbackInfo& info)
   // reading the request's arguments.
   call_target_ = std::make_shared<CallTarget>(CallTarget{this});
   Napi::Object self = info.This().As<Napi::Object>();
-  auto own_function = [&](const char* name, Napi::Function (*make)(napi_env, const char*, void*)) {
+  auto own_function = [&](const char* name, napi_callback callback) {
     auto* target = new std::shared_ptr<CallTarget>(call_target_);
-    Napi::Function function = make(info.Env(), name, target);
-    if (napi_add_finalizer(info.Env(), function, target,
+    napi_value function = nullptr;
+    if (napi_create_function(info.Env(), name, NAPI_AUTO_LENGTH, callback, target,
+                             &function) != napi_ok ||
+        napi_add_finalizer(info.Env(), function, target,
                            [](napi_env, void* data, void*) {
                              delete static_cast<std::shared_ptr<CallTarget>*>(data);
                            },
@@ -426,10 +428,10 @@ ServerWrap::ServerWrap(const Napi::CallbackInfo& info)
       delete target;
       throw Napi::Error::New(info.Env(), "could not set up the server's functions");
     }
-    self.Set(name, function);
+    self.Set(name, Napi::Value(info.Env(), function));
   };
-  own_function("infer", &Napi::Function::New<&ServerWrap::Infer>);
-  own_function("flush", &Napi::Function::New<&ServerWrap::Flush>);
+  own_function("infer", &ServerWrap::Infer);
+  own_function("flush", &ServerWrap::Flush);
   napi_add_env_cleanup_hook(info.Env(), &ServerWrap::CleanupHook, this);
   cleanup_hook_added_ = true;
   addon->servers.insert(this);
@@ -865,21 +867,39 @@ Napi::Value ServerWrap::Stop(const Napi::CallbackInfo& info) {
       });
 }
 
-ServerWrap* ServerWrap::Target(const Napi::CallbackInfo& info) {
-  return (*static_cast<std::shared_ptr<CallTarget>*>(info.Data()))->wrap;
+// Raw Node-API: a request's arguments fit on the stack here.
+napi_value ServerWrap::Infer(napi_env env, napi_callback_info info) {
+  constexpr size_t kStackArgs = 32;
+  napi_value stack[kStackArgs];
+  size_t argc = kStackArgs;
+  void* data = nullptr;
+  if (napi_get_cb_info(env, info, &argc, stack, nullptr, &data) != napi_ok) return nullptr;
+  std::vector<napi_value> heap;
+  const napi_value* argv = stack;
+  if (argc > kStackArgs) {
+    heap.resize(argc);
+    napi_get_cb_info(env, info, &argc, heap.data(), nullptr, nullptr);
+    argv = heap.data();
+  }
+  try {
+    ServerWrap* wrap = (*static_cast<std::shared_ptr<CallTarget>*>(data))->wrap;
+    if (wrap == nullptr || wrap->Closed())
+      throw ToJsError(Napi::Env(env), TRITONSERVER_ERROR_UNAVAILABLE,
+                      "the server has been stopped");
+    return wrap->engine_->Infer(CallArgs{Napi::Env(env), argv, argc});
+  } catch (const Napi::Error& error) {
+    error.ThrowAsJavaScriptException();
+    return nullptr;
+  }
 }
 
-Napi::Value ServerWrap::Infer(const Napi::CallbackInfo& info) {
-  ServerWrap* wrap = Target(info);
-  if (wrap == nullptr || wrap->Closed())
-    throw ToJsError(info.Env(), TRITONSERVER_ERROR_UNAVAILABLE,
-                    "the server has been stopped");
-  return wrap->engine_->Infer(info);
-}
-
-Napi::Value ServerWrap::Flush(const Napi::CallbackInfo& info) {
-  if (ServerWrap* wrap = Target(info)) wrap->engine_->Flush();
-  return info.Env().Undefined();
+napi_value ServerWrap::Flush(napi_env env, napi_callback_info info) {
+  size_t argc = 0;
+  void* data = nullptr;
+  if (napi_get_cb_info(env, info, &argc, nullptr, nullptr, &data) != napi_ok) return nullptr;
+  if (ServerWrap* wrap = (*static_cast<std::shared_ptr<CallTarget>*>(data))->wrap)
+    wrap->engine_->Flush();
+  return nullptr;
 }
 
 Napi::Value ServerWrap::Cancel(const Napi::CallbackInfo& info) {

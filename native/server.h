@@ -128,8 +128,8 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
   Napi::Value Stop(const Napi::CallbackInfo& info);
   // infer and flush run per request: functions of the object itself, whose
   // data leads to the wrapper (see the constructor).
-  static Napi::Value Infer(const Napi::CallbackInfo& info);
-  static Napi::Value Flush(const Napi::CallbackInfo& info);
+  static napi_value Infer(napi_env env, napi_callback_info info);
+  static napi_value Flush(napi_env env, napi_callback_info info);
   Napi::Value Cancel(const Napi::CallbackInfo& info);
   Napi::Value InFlight(const Napi::CallbackInfo& info);
   Napi::Value Share(const Napi::CallbackInfo& info);
@@ -174,7 +174,6 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
   struct CallTarget {
     ServerWrap* wrap;
   };
-  static ServerWrap* Target(const Napi::CallbackInfo& info);
   std::shared_ptr<CallTarget> call_target_;
 
   std::shared_ptr<ServerState> state_;
