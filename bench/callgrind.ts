@@ -13,6 +13,12 @@
  * cancelled out. "main thread" is callgrind's thread 1: the JS thread of
  * node, the issuing thread of the native loop. "all threads" adds Triton's
  * threads, V8's GC and compiler helpers and libuv's pool.
+ *
+ * The main thread's total moves by several per cent between runs of the same
+ * code (V8's compiler and collector choose differently, drains differ in
+ * size), so the binding side also reports the addon's own entry points on
+ * the JS thread, inclusive (callgrind_annotate): native code that hardly
+ * varies, for comparing changes to the addon.
  */
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -40,12 +46,40 @@ const STREAMED: Record<string, number> = { 'stream-burst': 64 };
 interface Count {
   total: number;
   main: number;
+  /** Callgrind's file of the main thread. */
+  mainFile: string;
+}
+
+/** The addon's functions the JS thread runs per request or response, as callgrind_annotate names them. */
+const ADDON_ENTRY_POINTS: ReadonlyArray<[label: string, symbol: string]> = [
+  ['infer() (the addon\'s part)', 'tsn::ServerWrap::Infer('],
+  ['  reading its arguments', 'tsn::InferenceEngine::ParseRequest('],
+  ['a completion into arguments', 'tsn::InferenceEngine::AppendCompletion('],
+  ['a request context recycled', 'tsn::InferenceEngine::Finish('],
+  ['flush()', 'tsn::ServerWrap::Flush('],
+];
+
+/** Inclusive instructions of each entry point in one thread's callgrind file. */
+async function addonCounts(file: string): Promise<Map<string, number>> {
+  const { stdout } = await execFileAsync('callgrind_annotate', ['--inclusive=yes', '--threshold=100', file], {
+    maxBuffer: 64 << 20,
+  });
+  const counts = new Map<string, number>();
+  for (const line of stdout.split('\n')) {
+    const match = /^\s*([\d,]+) \([^)]*\)\s+\S*?:(.*)$/.exec(line);
+    if (!match) continue;
+    for (const [label, symbol] of ADDON_ENTRY_POINTS) {
+      if (match[2]!.startsWith(symbol) && !counts.has(label)) counts.set(label, Number(match[1]!.replace(/,/g, '')));
+    }
+  }
+  return counts;
 }
 
 /** Sums callgrind's per-thread files `<prefix>-NN`; thread 01 is the main thread. */
 function readCounts(dir: string, prefix: string): Count {
   let total = 0;
   let main = 0;
+  let mainFile = '';
   for (const name of readdirSync(dir)) {
     const match = name.startsWith(prefix) ? /-(\d+)$/.exec(name) : null;
     if (!match) continue;
@@ -53,10 +87,13 @@ function readCounts(dir: string, prefix: string): Count {
     if (!totals) continue;
     const n = Number(totals[1]);
     total += n;
-    if (Number(match[1]) === 1) main = n;
+    if (Number(match[1]) === 1) {
+      main = n;
+      mainFile = join(dir, name);
+    }
   }
   if (total === 0) throw new Error(`no callgrind output ${prefix}-NN in ${dir}`);
-  return { total, main };
+  return { total, main, mainFile };
 }
 
 async function callgrind(dir: string, prefix: string, command: string, args: string[]): Promise<Count> {
@@ -119,10 +156,11 @@ async function main(): Promise<void> {
     const extra = requests - small;
     console.log('\n| side | instructions/request, all threads | main thread |');
     console.log('|:--|--:|--:|');
-    const per: Record<string, Count> = {};
+    const per: Record<string, { total: number; main: number }> = {};
     for (const [side, a, b] of rows) {
-      per[side] = { total: (b.total - a.total) / extra, main: (b.main - a.main) / extra };
-      console.log(`| ${side} | ${Math.round(per[side].total).toLocaleString('en-US')} | ${Math.round(per[side].main).toLocaleString('en-US')} |`);
+      const cost = { total: (b.total - a.total) / extra, main: (b.main - a.main) / extra };
+      per[side] = cost;
+      console.log(`| ${side} | ${Math.round(cost.total).toLocaleString('en-US')} | ${Math.round(cost.main).toLocaleString('en-US')} |`);
     }
     const n = per['native loop']!;
     const bi = per.binding!;
@@ -130,6 +168,14 @@ async function main(): Promise<void> {
       `\nbinding − native: ${Math.round(bi.total - n.total).toLocaleString('en-US')} instructions/request (all threads), ` +
         `${Math.round(bi.main - n.main).toLocaleString('en-US')} on the main thread`,
     );
+    const [, a, b] = rows.find(([side]) => side === 'binding')!;
+    const [countsA, countsB] = await Promise.all([addonCounts(a.mainFile), addonCounts(b.mainFile)]);
+    console.log('\n| the addon on the JS thread, inclusive | instructions/request |');
+    console.log('|:--|--:|');
+    for (const [label] of ADDON_ENTRY_POINTS) {
+      const perRequest = ((countsB.get(label) ?? 0) - (countsA.get(label) ?? 0)) / extra;
+      console.log(`| ${label} | ${Math.round(perRequest).toLocaleString('en-US')} |`);
+    }
     const streamed = STREAMED[values.scenario];
     if (streamed !== undefined) {
       console.log(
