@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { Server, Tensor, liveObjects, type DataType, type InferenceRequest, type InferenceResponse } from '../lib/index.js';
+import { Server, Tensor, liveObjects, type TritonError, type DataType, type InferenceRequest, type InferenceResponse } from '../lib/index.js';
 import { collectGarbage, startServer, rejection } from './helpers.js';
 
 let server: Server;
@@ -142,6 +142,23 @@ describe('inference', () => {
       priority: 0,
     });
     expect(Array.from(response.outputs.OUTPUT0!.data as Float32Array)).toEqual([3]);
+  });
+
+  it('a string sequence id: refused past 128 bytes by Triton, and by the identity backend, which reads ids as numbers', async () => {
+    const model = server.model('identity_fp32');
+    const input = { INPUT0: { shape: [1, 1], data: new Float32Array([1]) } };
+    const long = await rejection(model.infer({ inputs: input, sequence: { id: `${'ü'.repeat(64)}a` } }));
+    expect(long.code).toBe('UNSUPPORTED');
+    expect(long.message).toBe('string correlation ID cannot be longer than 128 characters');
+    const [text, numbered] = await Promise.allSettled([
+      model.infer({ id: 'r-1', inputs: input, sequence: { id: 'ü'.repeat(64) } }),
+      model.infer({ inputs: input, sequence: { id: 7 } }),
+    ]);
+    expect(text.status).toBe('rejected');
+    const refused = (text as PromiseRejectedResult).reason as TritonError;
+    expect(refused.code).toBe('INVALID_ARG');
+    expect(refused.message).toBe('[request id: r-1] correlation ID in request is not an unsigned int');
+    expect(numbered.status).toBe('fulfilled');
   });
 
   it('arrives as TritonError with the code and message of the model', async () => {

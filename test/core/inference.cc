@@ -941,6 +941,17 @@ class IdentityBackend : public Backend {
  private:
   void ExecuteOne(ExecContext* ctx)
   {
+    // Triton's identity backend reads the correlation id as a number; a
+    // string one fails that request (seen on real Triton r25.07).
+    if (ctx->corr_is_string) {
+      ctx->Send(
+          {},
+          Err(TRITONSERVER_ERROR_INVALID_ARG,
+              "[request id: " + (ctx->id.empty() ? "<id_unknown>" : ctx->id) +
+                  "] correlation ID in request is not an unsigned int"),
+          TRITONSERVER_RESPONSE_COMPLETE_FINAL);
+      return;
+    }
     std::vector<OutTensor> outs;
     for (size_t i = 0; i < spec_.outputs.size(); ++i) {
       const IOSpec& o = spec_.outputs[i];
