@@ -18,7 +18,7 @@ import {
   isObject,
 } from './check.js';
 import { TritonError } from './errors.js';
-import { native, OUTPUT_WHERE, pendingRequests, type NativeInputField, type NativeResponseCallback, type NativeServer, type ResponseField } from './native.js';
+import { native, OUTPUT_WHERE, pendingRequests, type NativeInputField, type NativeName, type NativeResponseCallback, type NativeServer, type ResponseField } from './native.js';
 import {
   buildTrace,
   exportSpans,
@@ -109,9 +109,11 @@ export interface InferenceResponse {
 interface TensorInfo {
   datatype: DataType;
   shape: number[];
+  nativeName: NativeName;
 }
 
 interface ModelInfo {
+  nativeModel: NativeName;
   inputs: Map<string, TensorInfo>;
   outputs: Set<string>;
   required: string[];
@@ -728,7 +730,7 @@ export class Inference {
     const signal = request.signal;
     if (signal?.aborted) throw cancelled('the request was aborted before it started', signal.reason);
     const nativeServer = this.#server();
-    const token = startRequest(nativeServer, model, version, inputs, request);
+    const token = startRequest(nativeServer, info.nativeModel, version, inputs, request);
     if (calledNs !== undefined && this.observer !== undefined) {
       // Observed: submitted now, so the submit time it reports is Triton's
       // acceptance, not the queueing.
@@ -758,7 +760,7 @@ export class Inference {
     const records = native.traceNext(nativeServer.library().path);
     let token: number;
     try {
-      token = startRequest(nativeServer, model, version, inputs, request);
+      token = startRequest(nativeServer, info.nativeModel, version, inputs, request);
     } catch (error) {
       native.traceCancel();
       records.catch(() => undefined);
@@ -792,7 +794,7 @@ export class Inference {
       const nativeServer = this.#server();
       loading = Promise.all([nativeServer.modelMetadata(model, version), nativeServer.modelConfig(model, version)]).then(
         ([metadataText, configText]) => {
-          const info = buildModelInfo(JSON.parse(metadataText) as MetadataJson, JSON.parse(configText) as ConfigJson);
+          const info = buildModelInfo(model, JSON.parse(metadataText) as MetadataJson, JSON.parse(configText) as ConfigJson);
           if (this.#infoLoading.get(key) === loading) {
             let versions = this.#info.get(model);
             if (versions === undefined) this.#info.set(model, (versions = new Map()));
@@ -977,16 +979,18 @@ function isDetached(buffer: ArrayBuffer): boolean {
   }
 }
 
-function buildModelInfo(metadata: MetadataJson, config: ConfigJson): ModelInfo {
+function buildModelInfo(model: string, metadata: MetadataJson, config: ConfigJson): ModelInfo {
   const optional = new Set((config.input ?? []).filter((input) => input.optional === true).map((input) => input.name));
   const inputs = new Map<string, TensorInfo>();
   for (const input of metadata.inputs ?? []) {
     inputs.set(input.name, {
       datatype: input.datatype,
       shape: input.shape.map(Number),
+      nativeName: native.nativeName(input.name),
     });
   }
   return {
+    nativeModel: native.nativeName(model),
     inputs,
     outputs: new Set((metadata.outputs ?? []).map((output) => output.name)),
     required: [...inputs.keys()].filter((name) => !optional.has(name)),
@@ -1007,10 +1011,10 @@ function prepareInputs(model: string, info: ModelInfo, request: InferenceRequest
     const value = inputs[name] as InputValue;
     // The common forms without intermediate objects; normalizeInput for the
     // rest (it also refuses data of another type than the model's).
-    let shape = appendPlainInput(prepared, name, value, expected.datatype);
+    let shape = appendPlainInput(prepared, expected.nativeName, value, expected.datatype);
     if (shape === undefined) {
       const input = normalizeInput(name, value, expected.datatype);
-      prepared.push(input.name, input.datatype, input.shape.length, ...input.shape, input.data);
+      prepared.push(expected.nativeName, input.datatype, input.shape.length, ...input.shape, input.data);
       shape = input.shape;
     }
     checkShape(model, name, shape, expected.shape, info.maxBatchSize);
@@ -1045,7 +1049,7 @@ function checkShape(model: string, name: string, shape: readonly number[], dims:
 /** Checks the request's options and hands the request to the addon. */
 function startRequest(
   nativeServer: NativeServer,
-  model: string,
+  model: NativeName,
   version: number,
   inputs: NativeInputField[],
   request: InferenceRequest,

@@ -56,8 +56,14 @@ export type NativeRequestOptions = [
   outputBuffers: Array<[string, ArrayBufferView, boolean]> | undefined,
 ];
 
+/**
+ * A model or input name held by the addon (`nativeName()`): infer() shares
+ * it instead of reading a JS string at every request.
+ */
+export type NativeName = { readonly nativeName: unique symbol };
+
 /** One field of an input flattened for the addon: name, datatype (enum), rank, dims…, data. */
-export type NativeInputField = string | number | ArrayBufferView;
+export type NativeInputField = NativeName | number | ArrayBufferView;
 
 export interface LibraryInfo {
   path: string;
@@ -111,7 +117,7 @@ export interface NativeServer {
    * addon then reads no more of them), then each input flat as name,
    * datatype (enum), rank, dims…, data.
    */
-  infer(model: string, version: number, options: NativeRequestOptions | undefined, ...inputs: NativeInputField[]): number;
+  infer(model: NativeName, version: number, options: NativeRequestOptions | undefined, ...inputs: NativeInputField[]): number;
   /** Submits the requests queued since the last call (once per tick). */
   flush(): void;
   cancel(token: number): void;
@@ -174,6 +180,8 @@ export interface NativeAddon extends NativeObservability {
   endServersForExit(waitMs: number): void;
   /** This thread's way into a server another thread started and shared. */
   attachServer(shareId: number, onResponse: NativeResponseCallback, copyOutputs: boolean): NativeServer;
+  /** The name held natively, for infer() (see NativeName). */
+  nativeName(name: string): NativeName;
   /** Detaches each ArrayBuffer (response.dispose()); already detached ones are skipped. */
   detachBuffers(...buffers: ArrayBuffer[]): void;
   /** null when the dynamic loader opens `path` (RTLD_NOW), else its reason. */

@@ -812,9 +812,9 @@ const OWN_CARRIER: Partial<Record<DataType, ViewConstructorOf>> = Object.fromEnt
  * undefined, appending nothing, for anything else, which normalizeInput
  * then takes (and explains when it is wrong).
  */
-export function appendPlainInput(
-  fields: Array<string | number | ArrayBufferView>,
-  name: string,
+export function appendPlainInput<Name>(
+  fields: Array<Name | number | ArrayBufferView>,
+  name: Name,
   value: unknown,
   expected: DataType,
 ): readonly number[] | undefined {

@@ -45,6 +45,7 @@ Addon::Addon(Napi::Env env, Napi::Object exports) {
                   InstanceMethod<&Addon::EndServersForExit>("endServersForExit"),
                   InstanceMethod<&Addon::AttachServer>("attachServer"),
                   InstanceMethod<&Addon::DetachBuffers>("detachBuffers"),
+                  InstanceMethod<&Addon::NativeName>("nativeName"),
               });
   response_name_table_ = Napi::Persistent(Napi::Array::New(env));
   exports.Set("responseNames", response_name_table_.Value());
@@ -193,6 +194,17 @@ napi_value Addon::ResponseName(Napi::Env env, const std::string& name) {
   napi_value number = nullptr;
   napi_create_uint32(env, index, &number);
   return number;
+}
+
+// nativeName(name): the name held natively, for infer() to share instead of
+// reading a JS string at every request (InferenceEngine ReadName). A request
+// holds its own reference, so the name outlives the JS object if need be.
+Napi::Value Addon::NativeName(const Napi::CallbackInfo& info) {
+  if (info.Length() < 1 || !info[0].IsString())
+    throw ToJsError(info.Env(), TRITONSERVER_ERROR_INVALID_ARG, "nativeName(name)");
+  using Shared = std::shared_ptr<const std::string>;
+  auto* name = new Shared(std::make_shared<const std::string>(info[0].As<Napi::String>().Utf8Value()));
+  return Napi::External<Shared>::New(info.Env(), name, [](Napi::Env, Shared* held) { delete held; });
 }
 
 // detachBuffers(...arrayBuffers): response.dispose(). Detaching an output's

@@ -42,6 +42,7 @@ class Addon : public Napi::Addon<Addon> {
   Napi::Value EndServersForExit(const Napi::CallbackInfo& info);
   Napi::Value AttachServer(const Napi::CallbackInfo& info);
   Napi::Value DetachBuffers(const Napi::CallbackInfo& info);
+  Napi::Value NativeName(const Napi::CallbackInfo& info);
 
   static constexpr size_t kMaxNames = 64;
   // The table's strings, in the JS array (appended to once per name) and

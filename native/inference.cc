@@ -149,7 +149,7 @@ struct InferenceEngine::Request {
   // into a Triton request by Submit() on whichever thread submits it. The
   // context is reused, so its strings and vectors keep their memory.
   struct Input {
-    std::string name;
+    SharedName name;
     TRITONSERVER_DataType datatype;
     uint32_t first_dim;  // into dims
     uint32_t rank;
@@ -165,7 +165,7 @@ struct InferenceEngine::Request {
     bool flag;
   };
   enum class Correlation : uint8_t { kNone, kNumber, kText };
-  std::string model;
+  SharedName model;
   int64_t version = -1;
   std::vector<Input> inputs_spec;
   std::vector<int64_t> dims;
@@ -868,8 +868,8 @@ size_t ElementSize(napi_typedarray_type type) {
 
 // Reads a JS string into `out`, reusing its memory (no allocation once the
 // request context has held a string as long). One call when the string fits
-// the room `out` has (the same model and input names every request): a
-// length query first walks the string once more.
+// the room `out` has (the same id every request): a length query first
+// walks the string once more.
 void ReadString(Napi::Env env, napi_value value, std::string& out) {
   // A cut never falls inside a character, so it leaves less than 4 bytes free.
   constexpr size_t kLongestCharacter = 4;
@@ -887,6 +887,15 @@ void ReadString(Napi::Env env, napi_value value, std::string& out) {
   out.resize(length);
 }
 
+// A name infer() is given: a NativeName (lib/native.ts), whose string the
+// addon already holds.
+void ReadName(Napi::Env env, napi_value value, SharedName& out) {
+  void* shared = nullptr;
+  if (napi_get_value_external(env, value, &shared) != napi_ok)
+    throw InvalidArg(env, "expected a name made by nativeName()");
+  out = *static_cast<SharedName*>(shared);
+}
+
 }  // namespace
 
 // Reads infer()'s arguments into the request context; throws on bad ones.
@@ -901,7 +910,7 @@ void ReadString(Napi::Env env, napi_value value, std::string& out) {
 void InferenceEngine::ParseRequest(const CallArgs& info,
                                    Request* request) {
   Napi::Env env = info.Env();
-  ReadString(env, info[0], request->model);
+  ReadName(env, info[0], request->model);
   if (napi_get_value_int64(env, info[1], &request->version) != napi_ok)
     throw InvalidArg(env, "the model version must be a number");
 
@@ -915,20 +924,20 @@ void InferenceEngine::ParseRequest(const CallArgs& info,
     int32_t datatype = 0;
     int64_t rank = 0;
     if (i + 3 > argc) throw InvalidArg(env, "each input needs a name, a datatype and a rank");
-    ReadString(env, info[i], input.name);
+    ReadName(env, info[i], input.name);
     if (napi_get_value_int32(env, info[i + 1], &datatype) != napi_ok ||
         napi_get_value_int64(env, info[i + 2], &rank) != napi_ok)
       throw InvalidArg(env, "each input needs a name, a datatype and a rank");
     input.datatype = static_cast<TRITONSERVER_DataType>(datatype);
     i += 3;
     if (rank < 0 || i + static_cast<size_t>(rank) + 1 > argc)
-      throw InvalidArg(env, "input '" + input.name + "': bad rank or missing data");
+      throw InvalidArg(env, "input '" + *input.name + "': bad rank or missing data");
     input.first_dim = static_cast<uint32_t>(request->dims.size());
     input.rank = static_cast<uint32_t>(rank);
     for (int64_t d = 0; d < rank; ++d, ++i) {
       int64_t dim = 0;
       if (napi_get_value_int64(env, info[i], &dim) != napi_ok)
-        throw InvalidArg(env, "input '" + input.name + "': dims must be numbers");
+        throw InvalidArg(env, "input '" + *input.name + "': dims must be numbers");
       request->dims.push_back(dim);
     }
     napi_value data = info[i++];
@@ -939,7 +948,7 @@ void InferenceEngine::ParseRequest(const CallArgs& info,
     napi_typedarray_type type;
     if (napi_get_typedarray_info(env, data, &type, &length, &bytes, nullptr,
                                  nullptr) != napi_ok)
-      throw InvalidArg(env, "input '" + input.name + "': data must be a TypedArray");
+      throw InvalidArg(env, "input '" + *input.name + "': data must be a TypedArray");
     input_views_.push_back(data);
     input.data = bytes;
     input.size = length * ElementSize(type);
@@ -1136,18 +1145,18 @@ void InferenceEngine::Submit(Request* request) {
   TRITONSERVER_InferenceRequest* triton = nullptr;
   auto failure = TakeError(
       api_, api_.InferenceRequestNew(&triton, state_->server,
-                                     request->model.c_str(), request->version));
+                                     request->model->c_str(), request->version));
   auto step = [&](TRITONSERVER_Error* err) {
     if (!failure) failure = TakeError(api_, err);
     else if (err != nullptr) TakeError(api_, err);
   };
   if (!failure) {
     for (const Request::Input& input : request->inputs_spec) {
-      step(api_.InferenceRequestAddInput(triton, input.name.c_str(), input.datatype,
+      step(api_.InferenceRequestAddInput(triton, input.name->c_str(), input.datatype,
                                          request->dims.data() + input.first_dim,
                                          input.rank));
       if (failure) break;
-      step(api_.InferenceRequestAppendInputData(triton, input.name.c_str(), input.data,
+      step(api_.InferenceRequestAppendInputData(triton, input.name->c_str(), input.data,
                                                 input.size, TRITONSERVER_MEMORY_CPU, 0));
       if (failure) break;
     }

@@ -48,6 +48,10 @@ struct CallArgs {
   Napi::Env Env() const { return env; }
 };
 
+// A model or input name of a request: shared with the NativeName JS made
+// for it (Addon::NativeName), so no request reads it from a JS string.
+using SharedName = std::shared_ptr<const std::string>;
+
 class InferenceEngine {
  public:
   static std::shared_ptr<InferenceEngine> Create(

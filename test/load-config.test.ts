@@ -63,8 +63,8 @@ describe('loading with a config and files', () => {
   });
 
   it('serves a model whose name is long and not ASCII, request after request', async () => {
-    // 59 bytes of UTF-8, two per 'ü': longer than the room a request context
-    // first has for the name, so it is measured once and then read in one go.
+    // 59 bytes of UTF-8, two per 'ü': held by the addon once and shared by
+    // every request (lib/native.ts NativeName).
     const name = `identity_${'ü'.repeat(25)}`;
     const model = await server.loadModel(name, {
       config: identityConfig(name, 'TYPE_INT32'),

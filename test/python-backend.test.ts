@@ -106,6 +106,16 @@ class TritonPythonModel:
     expect(JSON.parse(decoder.decode((withSequence.outputs.INFO!.data as Uint8Array[])[0])).correlation_id).toBe(42);
     const withStringSequence = await model.infer({ inputs: { X: new Float32Array([1]) }, sequence: { id: 'session-9' } });
     expect(JSON.parse(decoder.decode((withStringSequence.outputs.INFO!.data as Uint8Array[])[0])).correlation_id).toBe('session-9');
+    // Long, non-ASCII ids, request after request: each request context reads
+    // them anew (first measured, then in one call), and they arrive whole.
+    for (let round = 0; round < 3; round++) {
+      const id = `${'ü'.repeat(40)}-${round}`;
+      const sequence = `${'é'.repeat(63)}${round}`;
+      const long = await model.infer({ id, inputs: { X: new Float32Array([1]) }, sequence: { id: sequence } });
+      const echoed = JSON.parse(decoder.decode((long.outputs.INFO!.data as Uint8Array[])[0]));
+      expect(echoed.request_id).toBe(id);
+      expect(echoed.correlation_id).toBe(sequence);
+    }
     await server.unloadModel('py_args');
   });
 
