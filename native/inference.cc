@@ -647,6 +647,19 @@ void InferenceEngine::DrainOnJsThread(Napi::Env env, Napi::Function callback) {
   if (thrown) thrown->ThrowAsJavaScriptException();
 }
 
+namespace {
+
+// A completion's integers as JS numbers, straight from Node-API: they are
+// about half of its arguments, and node-addon-api's Number adds a status
+// check and a wrapper to each (the call fails only for a bad environment).
+napi_value Integer(napi_env env, int64_t value) {
+  napi_value number = nullptr;
+  napi_create_int64(env, value, &number);
+  return number;
+}
+
+}  // namespace
+
 // Appends one completion to the callback's arguments as token, final,
 // error, version, parameterCount, fieldCount, then its fields: each output
 // flat as name, datatype + 16 * where, rank, dims..., then what `where`
@@ -658,7 +671,7 @@ void InferenceEngine::DrainOnJsThread(Napi::Env env, Napi::Function callback) {
 void InferenceEngine::AppendCompletion(Napi::Env env, Completion& completion,
                                        SmallOutputs& small,
                                        std::vector<napi_value>& args) {
-  args.push_back(Napi::Number::New(env, static_cast<double>(completion.request->token)));
+  args.push_back(Integer(env, static_cast<int64_t>(completion.request->token)));
   args.push_back(Napi::Boolean::New(env, completion.final));
   const napi_value undefined = env.Undefined();
   if (!completion.has_response || completion.error) {
@@ -666,15 +679,15 @@ void InferenceEngine::AppendCompletion(Napi::Env env, Completion& completion,
     args.push_back(completion.error ? ToJsError(env, *completion.error).Value() : undefined);
     args.push_back(undefined);
     args.push_back(undefined);
-    args.push_back(Napi::Number::New(env, 0));
+    args.push_back(Integer(env, 0));
     return;
   }
   args.push_back(undefined);
-  args.push_back(Napi::Number::New(env, static_cast<double>(completion.version)));
+  args.push_back(Integer(env, completion.version));
   const size_t parameter_count = completion.parameters.size();
   args.push_back(parameter_count == 0
                      ? undefined
-                     : Napi::Number::New(env, static_cast<double>(parameter_count)));
+                     : Integer(env, static_cast<int64_t>(parameter_count)));
   // The field count, filled in once the fields are there.
   const size_t count_at = args.size();
   args.push_back(undefined);
@@ -684,14 +697,13 @@ void InferenceEngine::AppendCompletion(Napi::Env env, Completion& completion,
     const OutputWhere where = output.memory == Output::Memory::kCaller ? OutputWhere::kCaller
                               : small.data != nullptr && IsSmall(output) ? OutputWhere::kShared
                                                                           : OutputWhere::kOwn;
-    args.push_back(Napi::Number::New(env, output.datatype + 16 * static_cast<int>(where)));
-    args.push_back(Napi::Number::New(env, output.rank));
+    args.push_back(Integer(env, output.datatype + 16 * static_cast<int>(where)));
+    args.push_back(Integer(env, output.rank));
     for (uint32_t d = 0; d < output.rank; ++d)
-      args.push_back(Napi::Number::New(
-          env, static_cast<double>(completion.dims[output.first_dim + d])));
+      args.push_back(Integer(env, completion.dims[output.first_dim + d]));
     if (where == OutputWhere::kCaller) {
       // Written into the caller's buffer: JS knows which; only the size.
-      args.push_back(Napi::Number::New(env, static_cast<double>(output.size)));
+      args.push_back(Integer(env, static_cast<int64_t>(output.size)));
     } else if (where == OutputWhere::kShared) {
       // buffer, offset, size: JS copies it out (lib/inference.ts toResponse).
       // Copied on Triton's thread already, or (past the completion's room)
@@ -706,15 +718,15 @@ void InferenceEngine::AppendCompletion(Napi::Env env, Completion& completion,
         FreeBlock(header);
       }
       args.push_back(small.buffer);
-      args.push_back(Napi::Number::New(env, static_cast<double>(small.used)));
-      args.push_back(Napi::Number::New(env, static_cast<double>(output.size)));
+      args.push_back(Integer(env, static_cast<int64_t>(small.used)));
+      args.push_back(Integer(env, static_cast<int64_t>(output.size)));
       small.used += SmallOutputs::Room(output.size);
     } else {
       args.push_back(OutputBuffer(env, output));
     }
   }
   AppendParameters(env, completion, args);
-  args[count_at] = Napi::Number::New(env, static_cast<double>(args.size() - count_at - 1));
+  args[count_at] = Integer(env, static_cast<int64_t>(args.size() - count_at - 1));
 }
 
 // Appends the response's parameters as name, value pairs: JS makes the
