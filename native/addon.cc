@@ -178,16 +178,13 @@ Napi::Value Addon::AttachServer(const Napi::CallbackInfo& info) {
 napi_value Addon::ResponseName(Napi::Env env, const std::string& name) {
   uint32_t index = next_name_;
   if (index >= response_names_.size() || response_names_[index] != name) {
-    auto found = response_name_index_.find(name);
-    if (found != response_name_index_.end()) {
-      index = found->second;
-    } else if (response_names_.size() < kMaxNames) {
-      index = static_cast<uint32_t>(response_names_.size());
+    // At most kMaxNames short strings: a scan, the sizes compared first.
+    index = 0;
+    while (index < response_names_.size() && response_names_[index] != name) ++index;
+    if (index == response_names_.size()) {
+      if (index == kMaxNames) return Napi::String::New(env, name);
       response_name_table_.Value().Set(index, Napi::String::New(env, name));
       response_names_.push_back(name);
-      response_name_index_.emplace(name, index);
-    } else {
-      return Napi::String::New(env, name);
     }
   }
   next_name_ = index + 1;
@@ -202,9 +199,9 @@ napi_value Addon::ResponseName(Napi::Env env, const std::string& name) {
 Napi::Value Addon::NativeName(const Napi::CallbackInfo& info) {
   if (info.Length() < 1 || !info[0].IsString())
     throw ToJsError(info.Env(), TRITONSERVER_ERROR_INVALID_ARG, "nativeName(name)");
-  using Shared = std::shared_ptr<const std::string>;
-  auto* name = new Shared(std::make_shared<const std::string>(info[0].As<Napi::String>().Utf8Value()));
-  return Napi::External<Shared>::New(info.Env(), name, [](Napi::Env, Shared* held) { delete held; });
+  auto* holder = new NameHolder{NameHolder::kTag,
+                                 std::make_shared<const std::string>(info[0].As<Napi::String>().Utf8Value())};
+  return Napi::External<NameHolder>::New(info.Env(), holder, [](Napi::Env, NameHolder* held) { delete held; });
 }
 
 // detachBuffers(...arrayBuffers): response.dispose(). Detaching an output's

@@ -6,7 +6,6 @@
 
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -46,10 +45,9 @@ class Addon : public Napi::Addon<Addon> {
 
   static constexpr size_t kMaxNames = 64;
   // The table's strings, in the JS array (appended to once per name) and
-  // here, by index and by name.
+  // here, by index.
   Napi::Reference<Napi::Array> response_name_table_;
   std::vector<std::string> response_names_;
-  std::unordered_map<std::string, uint32_t> response_name_index_;
   // Where the next name is looked for first: a response's names come in
   // the order the one before had them.
   uint32_t next_name_ = 0;

@@ -902,10 +902,11 @@ void ReadString(Napi::Env env, napi_value value, std::string& out) {
 // A name infer() is given: a NativeName (lib/native.ts), whose string the
 // addon already holds.
 void ReadName(Napi::Env env, napi_value value, SharedName& out) {
-  void* shared = nullptr;
-  if (napi_get_value_external(env, value, &shared) != napi_ok)
+  void* data = nullptr;
+  if (napi_get_value_external(env, value, &data) != napi_ok || data == nullptr ||
+      static_cast<const NameHolder*>(data)->tag != NameHolder::kTag)
     throw InvalidArg(env, "expected a name made by nativeName()");
-  out = *static_cast<SharedName*>(shared);
+  out = static_cast<const NameHolder*>(data)->name;
 }
 
 }  // namespace

@@ -51,6 +51,13 @@ struct CallArgs {
 // A model or input name of a request: shared with the NativeName JS made
 // for it (Addon::NativeName), so no request reads it from a JS string.
 using SharedName = std::shared_ptr<const std::string>;
+// What a NativeName External holds; the tag tells it from other Externals
+// (a type-tag check through Node-API costs more than the rest of a request).
+struct NameHolder {
+  static constexpr uint32_t kTag = 0x6e616d65;  // "name"
+  uint32_t tag = kTag;
+  SharedName name;
+};
 
 class InferenceEngine {
  public:
@@ -59,9 +66,8 @@ class InferenceEngine {
       Napi::Function on_responses);
   ~InferenceEngine();
 
-  // infer(model, version, outputs, id, priority, timeoutUs, flags,
-  //       correlationId, parameters, outputBuffers, ...inputs) → token; the
-  // request is recorded, and handed to Triton by the next Flush().
+  // infer(model, version, options, ...inputs) → token (see ParseRequest);
+  // the request is recorded, and handed to Triton by the next Flush().
   Napi::Value Infer(const CallArgs& info);
   // Submits what infer() calls of this tick left (see inference.cc); with
   // `wait`, only after the submitter thread's earlier ones.
