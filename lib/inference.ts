@@ -223,17 +223,18 @@ function toResponse(
     // A loop: slice() costs more than these few dims.
     const shape: number[] = [];
     for (const end = i + rank; i < end; i++) shape.push(fields[i] as number);
+    const datatype = code & 15;
     const where = code >> 4;
     if (where === OUTPUT_WHERE.shared) {
       // In the shared buffer of small outputs: copied out.
-      outputs[name] = outputTensor(name, code & 15, shape, fields[i] as ArrayBuffer, fields[i + 1] as number, fields[i + 2] as number, true);
+      outputs[name] = outputTensor(name, datatype, shape, fields[i] as ArrayBuffer, fields[i + 1] as number, fields[i + 2] as number, true);
       i += 3;
     } else if (where === OUTPUT_WHERE.own) {
-      outputs[name] = outputTensor(name, code & 15, shape, fields[i++] as ArrayBuffer);
+      outputs[name] = outputTensor(name, datatype, shape, fields[i++] as ArrayBuffer);
     } else {
       // Written into the caller's own buffer: a view of it.
       const given = (request.outputs as Record<string, OutputBufferSpec>)[name]!.data!;
-      outputs[name] = outputTensor(name, code & 15, shape, given.buffer as ArrayBuffer, given.byteOffset, fields[i++] as number);
+      outputs[name] = outputTensor(name, datatype, shape, given.buffer as ArrayBuffer, given.byteOffset, fields[i++] as number);
     }
   }
   const parameters: Record<string, string | number | boolean> = {};
