@@ -99,6 +99,14 @@ describe('inference', () => {
     expect(response.id).toBe('req-7');
   });
 
+  it('delivers response parameters of each type (the identity backend sets one of each)', async () => {
+    for (let round = 0; round < 3; round++) {
+      const response = await server.model('identity_fp32').infer({ inputs: { INPUT0: { shape: [1, 1], data: new Float32Array([round]) } } });
+      expect(response.parameters).toEqual({ param0: 'an example string parameter', param1: 42, param2: false, param3: 123.123 });
+      expect(Array.from(response.outputs.OUTPUT0!.data as Float32Array)).toEqual([round]);
+    }
+  });
+
   it('returns only the requested outputs', async () => {
     const response = await server.model('add_sub').infer({
       inputs: { INPUT0: new Float32Array([1, 1, 1, 1]), INPUT1: new Float32Array([2, 2, 2, 2]) },

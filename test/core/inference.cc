@@ -439,7 +439,9 @@ ExecContext::Requested(const std::string& output) const
 }
 
 void
-ExecContext::Send(std::vector<OutTensor> outs, const Status& err, uint32_t flags)
+ExecContext::Send(
+    std::vector<OutTensor> outs, const Status& err, uint32_t flags,
+    std::vector<TRITONSERVER_Parameter> params)
 {
   const uint64_t now = NowNs();
   if (compute_output_start_ns == 0) {
@@ -450,6 +452,7 @@ ExecContext::Send(std::vector<OutTensor> outs, const Status& err, uint32_t flags
   resp->id = id;
   resp->allocator = allocator;
   resp->status = err;
+  if (err.ok()) resp->params = std::move(params);
   TRITONSERVER_ResponseAllocator* alloc =
       const_cast<TRITONSERVER_ResponseAllocator*>(allocator);
   if (alloc->start_fn != nullptr) {
@@ -981,7 +984,29 @@ class IdentityBackend : public Backend {
       t.ext_size = in->size;
       outs.push_back(std::move(t));
     }
-    ctx->Send(std::move(outs), Status(), TRITONSERVER_RESPONSE_COMPLETE_FINAL);
+    ctx->Send(
+        std::move(outs), Status(), TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+        ExampleParameters());
+  }
+
+  // Triton's identity backend attaches these four to every response it
+  // sends, one of each type (seen on real Triton r25.07; identity.cc).
+  static std::vector<TRITONSERVER_Parameter> ExampleParameters()
+  {
+    std::vector<TRITONSERVER_Parameter> params(4);
+    params[0].name = "param0";
+    params[0].type = TRITONSERVER_PARAMETER_STRING;
+    params[0].str = "an example string parameter";
+    params[1].name = "param1";
+    params[1].type = TRITONSERVER_PARAMETER_INT;
+    params[1].i = 42;
+    params[2].name = "param2";
+    params[2].type = TRITONSERVER_PARAMETER_BOOL;
+    params[2].b = false;
+    params[3].name = "param3";
+    params[3].type = TRITONSERVER_PARAMETER_DOUBLE;
+    params[3].d = 123.123;
+    return params;
   }
 
   ModelSpec spec_;

@@ -441,7 +441,9 @@ class ExecContext : public std::enable_shared_from_this<ExecContext> {
   bool Requested(const std::string& output) const;
   // Creates a response (allocating outputs through the request's allocator)
   // and hands it to the response callback with 'flags'.
-  void Send(std::vector<OutTensor> outs, const Status& err, uint32_t flags);
+  void Send(
+      std::vector<OutTensor> outs, const Status& err, uint32_t flags,
+      std::vector<TRITONSERVER_Parameter> params = {});
   // Sends only flags (NULL response), used by decoupled models.
   void SendFlags(uint32_t flags);
   const Model& model() const { return *model_; }
