@@ -301,7 +301,7 @@ void InferenceEngine::OnResponse(TRITONSERVER_InferenceResponse* response,
                                  const uint32_t flags, void* userp) {
   auto* request = static_cast<Request*>(userp);
   InferenceEngine* engine = request->engine;
-  Completion completion;
+  Completion& completion = Scratch();
   completion.request = request;
   completion.final = (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0;
   if (response != nullptr) {
@@ -312,7 +312,7 @@ void InferenceEngine::OnResponse(TRITONSERVER_InferenceResponse* response,
     Live().responses--;
   }
   if (!completion.final) {
-    engine->Push(std::move(completion));
+    engine->Push(completion);
     return;
   }
   // Released already: this is the last event, one completion says both.
@@ -320,13 +320,13 @@ void InferenceEngine::OnResponse(TRITONSERVER_InferenceResponse* response,
     request->triton_events.store(0);
     engine->DeleteInTriton(request);
     completion.done = true;
-    engine->Push(std::move(completion));
+    engine->Push(completion);
     engine->NotEntered();  // last: see NotEntered
     return;
   }
   // Queued before the count drops, so the release thread's "done" (if it is
   // the last event after all) always follows this response.
-  engine->Push(std::move(completion));
+  engine->Push(completion);
   engine->TritonEvent(request);
 }
 
@@ -340,10 +340,10 @@ void InferenceEngine::OnRelease(TRITONSERVER_InferenceRequest*,
 void InferenceEngine::TritonEvent(Request* request) {
   if (request->triton_events.fetch_sub(1) != 1) return;
   DeleteInTriton(request);
-  Completion done;
+  Completion& done = Scratch();
   done.request = request;
   done.done = true;
-  Push(std::move(done));
+  Push(done);
   NotEntered();  // last: see NotEntered
 }
 
@@ -370,6 +370,7 @@ void InferenceEngine::ReadResponse(TRITONSERVER_InferenceResponse* response,
     return;
   uint32_t parameter_count = 0;
   TakeError(api_, api_.InferenceResponseParameterCount(response, &parameter_count));
+  completion->parameters.reserve(parameter_count);
   for (uint32_t i = 0; i < parameter_count; ++i) {
     const char* name = nullptr;
     TRITONSERVER_ParameterType type = TRITONSERVER_PARAMETER_STRING;
@@ -378,11 +379,16 @@ void InferenceEngine::ReadResponse(TRITONSERVER_InferenceResponse* response,
                                                         &type, &value)) ||
         name == nullptr || value == nullptr)
       continue;
-    Parameter parameter{name, type, {}, 0, false};
+    Parameter parameter{name, type, 0, 0, 0, false};
     switch (type) {
-      case TRITONSERVER_PARAMETER_STRING:
-        parameter.text = static_cast<const char*>(value);
+      case TRITONSERVER_PARAMETER_STRING: {
+        const char* text = static_cast<const char*>(value);
+        parameter.text_offset = static_cast<uint32_t>(completion->texts.size());
+        completion->texts.append(text);
+        parameter.text_size =
+            static_cast<uint32_t>(completion->texts.size() - parameter.text_offset);
         break;
+      }
       case TRITONSERVER_PARAMETER_INT:
         parameter.number = static_cast<double>(*static_cast<const int64_t*>(value));
         break;
@@ -475,12 +481,32 @@ void InferenceEngine::FreeOutputs(Completion& completion) {
   completion.outputs.clear();
 }
 
-void InferenceEngine::Push(Completion&& completion) {
+void InferenceEngine::Completion::Reset() {
+  request = nullptr;
+  has_response = final = done = false;
+  error.reset();
+  version = -1;
+  parameters.clear();
+  texts.clear();
+  outputs.clear();
+  dims.clear();
+  inline_used = 0;
+}
+
+// Not reentrant: a thread fills it and pushes it before it pushes another.
+InferenceEngine::Completion& InferenceEngine::Scratch() {
+  thread_local Completion scratch;
+  scratch.Reset();
+  return scratch;
+}
+
+void InferenceEngine::Push(Completion& completion) {
   bool queued = false;
   {
     std::lock_guard<std::mutex> lock(queue_mutex_);
     if (!abandoned_) {
-      queue_.push_back(std::move(completion));
+      if (queued_ == queue_.size()) queue_.emplace_back();
+      std::swap(queue_[queued_++], completion);
       queued = true;
       if (drain_scheduled_) return;
       drain_scheduled_ = true;
@@ -507,6 +533,8 @@ void InferenceEngine::Signal() {
     if (status != napi_ok && !abandoned_) {
       abandoned_ = true;
       left.swap(queue_);
+      left.resize(queued_);
+      queued_ = 0;
     }
     --signalling_;
     // Under the lock: Abandon() may let the engine go once it sees 0.
@@ -578,8 +606,11 @@ void InferenceEngine::DrainOnJsThread(Napi::Env env, Napi::Function callback) {
   for (int round = 1;; ++round) {
     {
       std::lock_guard<std::mutex> lock(queue_mutex_);
+      // The queue gets the drained slots back, all free.
       draining_.swap(queue_);
-      if (draining_.empty()) {
+      draining_count_ = queued_;
+      queued_ = 0;
+      if (draining_count_ == 0) {
         drain_scheduled_ = false;
         break;
       }
@@ -609,7 +640,8 @@ void InferenceEngine::DrainOnJsThread(Napi::Env env, Napi::Function callback) {
       }
       args.clear();
     };
-    for (Completion& completion : draining_) {
+    for (size_t i = 0; i < draining_count_; ++i) {
+      Completion& completion = draining_[i];
       Request* request = completion.request;
       if (completion.has_response || completion.final) {
         if (!thrown) {
@@ -625,15 +657,17 @@ void InferenceEngine::DrainOnJsThread(Napi::Env env, Napi::Function callback) {
       // The request goes back to the free list; JS never needs it to read
       // a completion already in `args`.
       if (completion.done) Finish(env, request);
+      completion.Reset();
       if (args.size() >= kBatchArgs) deliver();
     }
     deliver();
-    draining_.clear();
+    draining_count_ = 0;
+    if (draining_.size() > kSpareCompletions) draining_.resize(kSpareCompletions);
     if (round == kRounds) {
       bool more;
       {
         std::lock_guard<std::mutex> lock(queue_mutex_);
-        more = !queue_.empty() && !abandoned_;
+        more = queued_ > 0 && !abandoned_;
         drain_scheduled_ = more;
         if (more) ++signalling_;
       }
@@ -739,7 +773,8 @@ void InferenceEngine::AppendParameters(Napi::Env env, const Completion& completi
     args.push_back(addon->ResponseName(env, parameter.name));
     switch (parameter.type) {
       case TRITONSERVER_PARAMETER_STRING:
-        args.push_back(Napi::String::New(env, parameter.text));
+        args.push_back(Napi::String::New(env, completion.texts.data() + parameter.text_offset,
+                                         parameter.text_size));
         break;
       case TRITONSERVER_PARAMETER_BOOL:
         args.push_back(Napi::Boolean::New(env, parameter.flag));
@@ -761,8 +796,8 @@ bool InferenceEngine::IsSmall(const Output& output) {
 // (a worker being terminated); the drain then frees what it holds.
 InferenceEngine::SmallOutputs InferenceEngine::OpenSmallOutputs(Napi::Env env) {
   size_t bytes = 0;
-  for (const Completion& completion : draining_)
-    for (const Output& output : completion.outputs)
+  for (size_t i = 0; i < draining_count_; ++i)
+    for (const Output& output : draining_[i].outputs)
       if (IsSmall(output)) bytes += SmallOutputs::Room(output.size);
   SmallOutputs small;
   if (bytes == 0) return small;
@@ -1238,13 +1273,13 @@ void InferenceEngine::Submit(Request* request) {
     request->triton_done = true;
   }
   if (triton != nullptr) TakeError(api_, api_.InferenceRequestDelete(triton));
-  Completion refused;
+  Completion& refused = Scratch();
   refused.request = request;
   refused.has_response = true;
   refused.final = true;
   refused.done = true;
   refused.error = std::move(failure);
-  Push(std::move(refused));
+  Push(refused);
   NotEntered();
 }
 
@@ -1314,6 +1349,8 @@ void InferenceEngine::Abandon() {
     std::unique_lock<std::mutex> lock(queue_mutex_);
     abandoned_ = true;
     left.swap(queue_);
+    left.resize(queued_);
+    queued_ = 0;
     // No signal may be under way when the thread-safe function goes.
     signalled_.wait(lock, [this] { return signalling_ == 0; });
   }

@@ -111,12 +111,15 @@ class InferenceEngine {
   struct Parameter {
     std::string name;
     TRITONSERVER_ParameterType type;
-    std::string text;
+    uint32_t text_offset, text_size;  // STRING: its bytes in Completion::texts
     double number;  // INT (as read) and DOUBLE
     bool flag;
   };
   // What the JS thread gets: a response Triton's thread already read and
   // deleted, and/or the end of the request (Triton holds nothing of it).
+  // Completions are recycled with the capacity of their vectors (Push, the
+  // drain): a response then costs Triton's thread no allocation and the JS
+  // thread no free of memory another thread allocated.
   struct Completion {
     Request* request = nullptr;
     bool has_response = false;
@@ -125,6 +128,7 @@ class InferenceEngine {
     std::optional<Failure> error;
     int64_t version = -1;
     std::vector<Parameter> parameters;
+    std::string texts;  // the string parameters' values, one after another
     std::vector<Output> outputs;
     std::vector<int64_t> dims;
     // Small outputs are copied here on Triton's thread, where their bytes
@@ -132,7 +136,12 @@ class InferenceEngine {
     static constexpr size_t kInlineBytes = 128;
     uint32_t inline_used = 0;
     alignas(8) char inline_bytes[kInlineBytes];
+    // Empty again, its vectors keeping their capacity (no block is held).
+    void Reset();
   };
+  // The calling thread's completion to fill and push: Push() swaps it with a
+  // free slot of the queue, so it comes back with that slot's capacity.
+  static Completion& Scratch();
   static void Drain(Napi::Env env, Napi::Function callback,
                     InferenceEngine* engine, std::nullptr_t* unused);
   using Tsfn = Napi::TypedThreadSafeFunction<InferenceEngine, std::nullptr_t,
@@ -160,7 +169,7 @@ class InferenceEngine {
   static void OnRelease(TRITONSERVER_InferenceRequest* request,
                         const uint32_t flags, void* userp);
 
-  void Push(Completion&& completion);  // any thread
+  void Push(Completion& completion);  // any thread; `completion` comes back empty
   void Signal();
   // After Abandon(): a completion dropped on the thread it arrived on.
   static void CompleteNatively(Completion& completion);
@@ -225,7 +234,11 @@ class InferenceEngine {
   std::unordered_map<uint64_t, Request*> requests_;
   std::vector<Request*> free_requests_;
   std::vector<int64_t> shape_scratch_;
+  // Slots [0, draining_count_) are being delivered; the rest are free.
   std::vector<Completion> draining_;
+  size_t draining_count_ = 0;
+  // Free slots kept past a drain: more are given back (a burst's worth).
+  static constexpr size_t kSpareCompletions = 1024;
   std::vector<napi_value> args_scratch_;
   std::vector<napi_value> input_views_;  // of the request being built
   std::vector<Request*> unsubmitted_;    // infer() calls since the last flush
@@ -250,7 +263,8 @@ class InferenceEngine {
 
   // Shared with Triton's threads.
   std::mutex queue_mutex_;
-  std::vector<Completion> queue_;
+  std::vector<Completion> queue_;  // slots [0, queued_) are queued; the rest are free
+  size_t queued_ = 0;
   bool drain_scheduled_ = false;
   int signalling_ = 0;  // Signal() calls under way
   std::condition_variable signalled_;
