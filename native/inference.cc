@@ -143,6 +143,10 @@ struct InferenceEngine::Request {
   // refused), so no cancel may touch it and its inputs are no longer read.
   bool triton_done = false;
   bool cancel_requested = false;  // under inside_mutex_
+  // Under inside_mutex_: in the engine's list of requests inside Triton.
+  bool inside = false;
+  Request* inside_prev = nullptr;
+  Request* inside_next = nullptr;
   uint64_t cancel_generation = 0;  // CancelAll()s before it was made
 
   // What infer() asked for, read on the JS thread (ParseRequest) and turned
@@ -353,7 +357,7 @@ void InferenceEngine::DeleteInTriton(Request* request) {
   TRITONSERVER_InferenceRequest* triton = request->triton;
   {
     std::lock_guard<std::mutex> lock(inside_mutex_);
-    inside_.erase(triton);
+    UnlinkInside(request);
     request->triton_done = true;
   }
   TakeError(api_, api_.InferenceRequestDelete(triton));
@@ -867,7 +871,7 @@ void InferenceEngine::Finish(Napi::Env env, Request* request) {
     request->inputs.Reset();
     Live().input_references--;
   }
-  bool was_in_flight = requests_.erase(request->token) > 0;
+  bool was_in_flight = requests_.Remove(request);
   free_requests_.push_back(request);
   Live().requests--;
   if (was_in_flight && requests_.empty() && !tsfn_released_) {
@@ -1129,7 +1133,7 @@ Napi::Value InferenceEngine::Infer(const CallArgs& info) {
   request->inputs = Napi::Persistent(InputsToKeep(env));
   Live().input_references++;
   if (requests_.empty()) tsfn_.Ref(env);
-  requests_.emplace(request->token, request);
+  requests_.Add(request);
   // Counted from now on, so a stop waits for it (and cancels it) even
   // before it reaches Triton.
   Entered(request);
@@ -1256,7 +1260,7 @@ void InferenceEngine::Submit(Request* request) {
                         "the request was cancelled before it reached Triton"};
     } else {
       request->triton = triton;
-      inside_.insert(triton);
+      LinkInside(request);
     }
   }
   if (!failure) {
@@ -1269,7 +1273,7 @@ void InferenceEngine::Submit(Request* request) {
   if (request->trace != nullptr) TraceSubmitFailed(request->trace);
   {
     std::lock_guard<std::mutex> lock(inside_mutex_);
-    inside_.erase(triton);
+    UnlinkInside(request);
     request->triton_done = true;
   }
   if (triton != nullptr) TakeError(api_, api_.InferenceRequestDelete(triton));
@@ -1294,11 +1298,10 @@ Napi::Value InferenceEngine::InputsToKeep(Napi::Env env) {
 }
 
 void InferenceEngine::Cancel(Napi::Env env, uint64_t token) {
-  auto found = requests_.find(token);
-  if (found == requests_.end() || found->second->final_seen) return;
+  Request* request = requests_.Find(token);
+  if (request == nullptr || request->final_seen) return;
   if (api_.InferenceRequestCancel == nullptr)
     throw ToJsError(env, Unsupported(api_, "InferenceRequestCancel"));
-  Request* request = found->second;
   std::optional<Failure> failure;
   {
     // Triton's thread may be deleting it: only while it is not.
@@ -1322,8 +1325,26 @@ void InferenceEngine::CancelAll() {
   // Those not handed to Triton yet are refused by Submit().
   ++cancel_generation_;
   if (api_.InferenceRequestCancel == nullptr) return;
-  for (TRITONSERVER_InferenceRequest* request : inside_)
-    TakeError(api_, api_.InferenceRequestCancel(request));
+  for (Request* request = inside_head_; request != nullptr; request = request->inside_next)
+    TakeError(api_, api_.InferenceRequestCancel(request->triton));
+}
+
+void InferenceEngine::LinkInside(Request* request) {
+  request->inside = true;
+  request->inside_prev = nullptr;
+  request->inside_next = inside_head_;
+  if (inside_head_ != nullptr) inside_head_->inside_prev = request;
+  inside_head_ = request;
+}
+
+void InferenceEngine::UnlinkInside(Request* request) {
+  if (!request->inside) return;
+  request->inside = false;
+  if (request->inside_prev != nullptr)
+    request->inside_prev->inside_next = request->inside_next;
+  else
+    inside_head_ = request->inside_next;
+  if (request->inside_next != nullptr) request->inside_next->inside_prev = request->inside_prev;
 }
 
 void InferenceEngine::Close() {
@@ -1362,25 +1383,58 @@ void InferenceEngine::Abandon() {
 }
 
 void InferenceEngine::ReleaseInputsOfFinished() {
-  for (auto it = requests_.begin(); it != requests_.end();) {
-    Request* request = it->second;
+  for (Request* request : requests_.All()) {
     bool done;
     {
       std::lock_guard<std::mutex> lock(inside_mutex_);
       done = !request->counted_inside || request->triton_done;
     }
-    if (!done) {
-      ++it;
-      continue;
-    }
+    if (!done) continue;
     if (!request->inputs.IsEmpty()) {
       request->inputs.Reset();
       Live().input_references--;
     }
     free_requests_.push_back(request);
     Live().requests--;
-    it = requests_.erase(it);
+    requests_.Remove(request);
   }
+}
+
+void InferenceEngine::RequestTable::Add(Request* request) {
+  Request*& slot = slots[request->token % kSlots];
+  if (slot == nullptr)
+    slot = request;
+  else
+    overflow.emplace(request->token, request);
+  ++count;
+}
+
+InferenceEngine::Request* InferenceEngine::RequestTable::Find(uint64_t token) const {
+  Request* held = slots[token % kSlots];
+  if (held != nullptr && held->token == token) return held;
+  if (overflow.empty()) return nullptr;
+  auto found = overflow.find(token);
+  return found == overflow.end() ? nullptr : found->second;
+}
+
+bool InferenceEngine::RequestTable::Remove(Request* request) {
+  Request*& slot = slots[request->token % kSlots];
+  if (slot == request) {
+    slot = nullptr;
+  } else if (overflow.empty() || overflow.erase(request->token) == 0) {
+    return false;
+  }
+  --count;
+  return true;
+}
+
+std::vector<InferenceEngine::Request*> InferenceEngine::RequestTable::All() const {
+  std::vector<Request*> all;
+  all.reserve(count);
+  for (Request* request : slots)
+    if (request != nullptr) all.push_back(request);
+  for (const auto& [token, request] : overflow) all.push_back(request);
+  return all;
 }
 
 }  // namespace tsn

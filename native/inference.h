@@ -15,7 +15,6 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "errors.h"
@@ -80,7 +79,7 @@ class InferenceEngine {
   // timeout waits for ever. True when none is left.
   bool WaitUntilIdle(std::chrono::milliseconds timeout);
   size_t RequestsInside();
-  uint32_t InFlight() const { return static_cast<uint32_t>(requests_.size()); }
+  uint32_t InFlight() const { return static_cast<uint32_t>(requests_.count); }
   // Forces outputs to be copied into JS memory (runtimes without external
   // buffers); set by the outputCopy option or when Node-API refuses them.
   void SetCopyOutputs(bool copy) { copy_outputs_ = copy; }
@@ -231,7 +230,22 @@ class InferenceEngine {
   // JS thread only.
   // Tokens stay exact as JS numbers and never wrap in practice (2^53).
   uint64_t next_token_ = 1;
-  std::unordered_map<uint64_t, Request*> requests_;
+  // Requests from infer() until JS is done with them, by token: a token has
+  // a fixed slot (token mod kSlots), so a request costs no allocation here;
+  // one whose slot an older request still holds (a long stream) goes to the
+  // map.
+  struct RequestTable {
+    static constexpr uint64_t kSlots = 4096;
+    std::vector<Request*> slots = std::vector<Request*>(kSlots, nullptr);
+    std::unordered_map<uint64_t, Request*> overflow;
+    size_t count = 0;
+    void Add(Request* request);
+    Request* Find(uint64_t token) const;
+    bool Remove(Request* request);  // whether it was there
+    std::vector<Request*> All() const;
+    bool empty() const { return count == 0; }
+  };
+  RequestTable requests_;
   std::vector<Request*> free_requests_;
   std::vector<int64_t> shape_scratch_;
   // Slots [0, draining_count_) are being delivered; the rest are free.
@@ -257,7 +271,9 @@ class InferenceEngine {
   // of a shared server stopping it) and waiting for them.
   std::mutex inside_mutex_;
   std::condition_variable inside_changed_;
-  std::unordered_set<TRITONSERVER_InferenceRequest*> inside_;
+  Request* inside_head_ = nullptr;  // those handed to Triton, not yet deleted
+  void LinkInside(Request* request);    // under inside_mutex_
+  void UnlinkInside(Request* request);  // under inside_mutex_; if linked
   size_t inside_count_ = 0;  // from infer() until Triton holds nothing of it
   uint64_t cancel_generation_ = 0;  // CancelAll() calls
 

@@ -10,7 +10,7 @@ import { resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { Worker } from 'node:worker_threads';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { liveObjects, type Server } from '../lib/index.js';
+import { liveObjects, type Server, type TritonError } from '../lib/index.js';
 import { MODELS, REPO_ROOT, collectGarbage, rejection, startServer } from './helpers.js';
 import { childProcesses, openFileCount, processAlive, stubRegions, threadCount, type ProcessInfo } from './proc.js';
 
@@ -183,6 +183,47 @@ describe('a Python stub that dies', () => {
       expect(Array.from(response.outputs.OUTPUT0!.data as Float32Array)).toEqual([5]);
     } finally {
       // Bounded, whatever the dead instance does; nothing of ours is left inside.
+      const report = await server.stop({ timeoutMs: 2000 });
+      expect(report.requestsInside).toBe(0);
+    }
+  }, 60_000);
+});
+
+describe('requests held while thousands of others pass', () => {
+  it('requests 4,096 apart, the older still in flight, are each cancelled and released', async () => {
+    const server = await startServer({ startupModels: ['slow', 'identity_fp32'] });
+    try {
+      const slow = server.model('slow');
+      const identity = server.model('identity_fp32');
+      // Tokens count up by one per infer() call, and the addon and the
+      // package index requests in flight by token in 4,096 slots: the second
+      // band below shares the first band's slots while the first is held.
+      const band = 8;
+      const hold = (): { controller: AbortController; error: Promise<TritonError> } => {
+        const controller = new AbortController();
+        const inputs = { INPUT0: new Float32Array([1]), DELAY_MS: new Uint32Array([30_000]) };
+        return { controller, error: rejection(slow.infer({ inputs, signal: controller.signal })) };
+      };
+      const first = Array.from({ length: band }, hold);
+      for (let sent = 0; sent < 4096 - band; sent += 64) {
+        const count = Math.min(64, 4096 - band - sent);
+        const responses = await Promise.all(
+          Array.from({ length: count }, (_, i) => identity.infer({ inputs: { INPUT0: { shape: [1, 1], data: new Float32Array([sent + i]) } } })),
+        );
+        responses.forEach((response, i) => expect((response.outputs.OUTPUT0!.data as Float32Array)[0]).toBe(sent + i));
+      }
+      const second = Array.from({ length: band }, hold);
+      // A request passing by both bands is delivered.
+      const passing = await identity.infer({ inputs: { INPUT0: { shape: [1, 1], data: new Float32Array([7]) } } });
+      expect(Array.from(passing.outputs.OUTPUT0!.data as Float32Array)).toEqual([7]);
+      for (const { controller } of [...second, ...first]) controller.abort();
+      for (const { error } of [...first, ...second]) expect((await error).code).toBe('CANCELLED');
+      // Triton lets them go within the model's 5 ms steps only if each was
+      // found to be cancelled (otherwise each sleeps its 30 s).
+      expect(await eventually(() => liveObjects().requests === 0, 10_000)).toBe(true);
+      await collectGarbage();
+      expect(liveObjects()).toEqual(NOTHING_LIVE);
+    } finally {
       const report = await server.stop({ timeoutMs: 2000 });
       expect(report.requestsInside).toBe(0);
     }
