@@ -1,8 +1,8 @@
 import { cp, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { expect } from 'vitest';
-import { Server, TritonError, type ServerOptions } from '../lib/index.js';
+import { expect, vi } from 'vitest';
+import { Server, TritonError, liveObjects, type ServerOptions } from '../lib/index.js';
 
 export const REPO_ROOT = resolve(import.meta.dirname, '..');
 export const MODELS = resolve(import.meta.dirname, 'models');
@@ -29,6 +29,21 @@ export async function collectGarbage(): Promise<void> {
     globalThis.gc?.();
     await new Promise((resolve) => setImmediate(resolve));
   }
+}
+
+/**
+ * Waits, up to `timeoutMs`, until no request or response is live. Triton
+ * releases a request after its final response (a Python model's once its
+ * execute() has returned), so that can come after the caller has its result.
+ */
+export async function expectNoRequestsLive(timeoutMs = 5000): Promise<void> {
+  await vi.waitFor(
+    async () => {
+      await collectGarbage();
+      expect(liveObjects()).toMatchObject({ requests: 0, responses: 0 });
+    },
+    { timeout: timeoutMs, interval: 20 },
+  );
 }
 
 /** The TritonError a promise rejects with (fails the test if it resolves). */

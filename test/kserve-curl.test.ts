@@ -6,9 +6,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { liveObjects, type Server } from '../lib/index.js';
+import { type Server } from '../lib/index.js';
 import { serveKServe, type KServeFrontends } from '../lib/kserve/index.js';
-import { collectGarbage, startServer } from './helpers.js';
+import { expectNoRequestsLive, startServer } from './helpers.js';
 
 const run = promisify(execFile);
 
@@ -142,7 +142,6 @@ describe('curl against serveKServe', () => {
   });
 
   it('leaves nothing in flight', async () => {
-    await collectGarbage();
-    expect(liveObjects()).toMatchObject({ requests: 0, responses: 0 });
+    await expectNoRequestsLive();
   });
 });

@@ -4,7 +4,7 @@ import * as protoLoader from '@grpc/proto-loader';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { liveObjects, type Server } from '../lib/index.js';
 import { serveKServe, type KServeFrontends } from '../lib/kserve/index.js';
-import { collectGarbage, startServer } from './helpers.js';
+import { expectNoRequestsLive, startServer } from './helpers.js';
 
 type Unary = (request: object, callback: (error: grpc.ServiceError | null, response: Record<string, unknown>) => void) => void;
 
@@ -342,7 +342,6 @@ describe('gRPC front end lifecycle', () => {
   });
 
   it('leaves no request or response alive', async () => {
-    await collectGarbage();
-    expect(liveObjects()).toMatchObject({ requests: 0, responses: 0 });
+    await expectNoRequestsLive();
   });
 });

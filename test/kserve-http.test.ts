@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { liveObjects, type Server } from '../lib/index.js';
 import { kserveHandler, serveKServe, type KServeFrontends } from '../lib/kserve/index.js';
-import { collectGarbage, startServer } from './helpers.js';
+import { expectNoRequestsLive, startServer } from './helpers.js';
 
 let server: Server;
 let frontends: KServeFrontends;
@@ -691,7 +691,6 @@ describe('kserveHandler mounted under a prefix, with repository control', () => 
 
 describe('leaks', () => {
   it('leaves no request, response or buffer alive', async () => {
-    await collectGarbage();
-    expect(liveObjects()).toMatchObject({ requests: 0, responses: 0 });
+    await expectNoRequestsLive();
   });
 });
