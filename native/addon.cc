@@ -175,22 +175,20 @@ Napi::Value Addon::AttachServer(const Napi::CallbackInfo& info) {
   return server;
 }
 
-napi_value Addon::ResponseName(Napi::Env env, const std::string& name) {
+int64_t Addon::ResponseName(Napi::Env env, const std::string& name) {
   uint32_t index = next_name_;
   if (index >= response_names_.size() || response_names_[index] != name) {
     // At most kMaxNames short strings: a scan, the sizes compared first.
     index = 0;
     while (index < response_names_.size() && response_names_[index] != name) ++index;
     if (index == response_names_.size()) {
-      if (index == kMaxNames) return Napi::String::New(env, name);
+      if (index == kMaxNames) return -1;
       response_name_table_.Value().Set(index, Napi::String::New(env, name));
       response_names_.push_back(name);
     }
   }
   next_name_ = index + 1;
-  napi_value number = nullptr;
-  napi_create_uint32(env, index, &number);
-  return number;
+  return index;
 }
 
 // nativeName(name): the name held natively, for infer() to share instead of

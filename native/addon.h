@@ -27,11 +27,11 @@ class Addon : public Napi::Addon<Addon> {
   std::unordered_set<ServerWrap*> servers;
 
   // A name every response repeats (outputs, response parameters) as its
-  // index in the names table JS holds (exports.responseNames), or, past the
-  // first kMaxNames, as a JS string: making a property key anew each time
-  // costs more than the rest of a small output, and reading it back from a
-  // JS array through Node-API costs nearly as much.
-  napi_value ResponseName(Napi::Env env, const std::string& name);
+  // index in the names table JS holds (exports.responseNames), or -1 past
+  // the first kMaxNames (then it goes as a JS string): making a property key
+  // anew each time costs more than the rest of a small output, and reading
+  // it back from a JS array through Node-API costs nearly as much.
+  int64_t ResponseName(Napi::Env env, const std::string& name);
 
  private:
   Napi::Value SetErrorClass(const Napi::CallbackInfo& info);

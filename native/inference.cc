@@ -1,5 +1,6 @@
 #include "inference.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -620,6 +621,7 @@ void InferenceEngine::DrainOnJsThread(Napi::Env env, Napi::Function callback) {
       }
     }
     Napi::HandleScope scope(env);
+    std::fill(std::begin(round_integers_), std::end(round_integers_), nullptr);
     SmallOutputs small;
     if (!thrown) {
       try {
@@ -685,18 +687,22 @@ void InferenceEngine::DrainOnJsThread(Napi::Env env, Napi::Function callback) {
   if (thrown) thrown->ThrowAsJavaScriptException();
 }
 
-namespace {
-
-// A completion's integers as JS numbers, straight from Node-API: they are
-// about half of its arguments, and node-addon-api's Number adds a status
-// check and a wrapper to each (the call fails only for a bad environment).
-napi_value Integer(napi_env env, int64_t value) {
+// Straight from Node-API: node-addon-api's Number adds a status check and a
+// wrapper to each (the call fails only for a bad environment).
+napi_value InferenceEngine::Integer(napi_env env, int64_t value) {
+  const bool small = value >= 0 && value < kRoundIntegers;
+  if (small && round_integers_[value] != nullptr) return round_integers_[value];
   napi_value number = nullptr;
   napi_create_int64(env, value, &number);
+  if (small) round_integers_[value] = number;
   return number;
 }
 
-}  // namespace
+napi_value InferenceEngine::Name(Napi::Env env, const std::string& name) {
+  const int64_t index = env.GetInstanceData<Addon>()->ResponseName(env, name);
+  if (index >= 0) return Integer(env, index);
+  return Napi::String::New(env, name);
+}
 
 // Appends one completion to the callback's arguments as token, final,
 // error, version, parameterCount, fieldCount, then its fields: each output
@@ -729,9 +735,8 @@ void InferenceEngine::AppendCompletion(Napi::Env env, Completion& completion,
   // The field count, filled in once the fields are there.
   const size_t count_at = args.size();
   args.push_back(undefined);
-  Addon* addon = env.GetInstanceData<Addon>();
   for (Output& output : completion.outputs) {
-    args.push_back(addon->ResponseName(env, output.name));
+    args.push_back(Name(env, output.name));
     const OutputWhere where = output.memory == Output::Memory::kCaller ? OutputWhere::kCaller
                               : small.data != nullptr && IsSmall(output) ? OutputWhere::kShared
                                                                           : OutputWhere::kOwn;
@@ -772,9 +777,8 @@ void InferenceEngine::AppendCompletion(Napi::Env env, Completion& completion,
 void InferenceEngine::AppendParameters(Napi::Env env, const Completion& completion,
                                        std::vector<napi_value>& args) {
   if (completion.parameters.empty()) return;
-  Addon* addon = env.GetInstanceData<Addon>();
   for (const Parameter& parameter : completion.parameters) {
-    args.push_back(addon->ResponseName(env, parameter.name));
+    args.push_back(Name(env, parameter.name));
     switch (parameter.type) {
       case TRITONSERVER_PARAMETER_STRING:
         args.push_back(Napi::String::New(env, completion.texts.data() + parameter.text_offset,
@@ -783,7 +787,10 @@ void InferenceEngine::AppendParameters(Napi::Env env, const Completion& completi
       case TRITONSERVER_PARAMETER_BOOL:
         args.push_back(Napi::Boolean::New(env, parameter.flag));
         break;
-      default:  // INT, DOUBLE
+      case TRITONSERVER_PARAMETER_INT:
+        args.push_back(Integer(env, static_cast<int64_t>(parameter.number)));
+        break;
+      default:  // DOUBLE
         args.push_back(Napi::Number::New(env, parameter.number));
         break;
     }

@@ -204,6 +204,14 @@ class InferenceEngine {
   static constexpr size_t kBatchArgs = 4096;
   void AppendParameters(Napi::Env env, const Completion& completion,
                         std::vector<napi_value>& args);
+  // A completion's numbers as JS values. Most are small and repeat (names'
+  // indices, data types, ranks, dims, sizes, counts): each of 0..kRoundIntegers-1
+  // is made once per drain round and its handle reused, valid as long as the
+  // round's handle scope.
+  static constexpr int64_t kRoundIntegers = 128;
+  napi_value round_integers_[kRoundIntegers] = {};
+  napi_value Integer(napi_env env, int64_t value);
+  napi_value Name(Napi::Env env, const std::string& name);
   Napi::Value OutputBuffer(Napi::Env env, Output& output);
   static bool IsSmall(const Output& output);
   SmallOutputs OpenSmallOutputs(Napi::Env env);
