@@ -193,6 +193,42 @@ class TritonPythonModel:
     await server.unloadModel('py_stream');
   });
 
+  it('response parameters (str, int, bool) reach each response, a stream’s changing from one response to the next', async () => {
+    const source = `
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        for request in requests:
+            sender = request.get_response_sender()
+            count = int(pb_utils.get_input_tensor_by_name(request, "COUNT").as_numpy()[0])
+            for i in range(count):
+                out = pb_utils.Tensor("OUT", np.array([i], dtype=np.int32))
+                parameters = {"kind": "token", "text": "token %d é" % i, "index": i - 1, "last": i == count - 1}
+                sender.send(pb_utils.InferenceResponse(output_tensors=[out], parameters=parameters))
+            sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        return None
+`;
+    const model = await loadPython('py_parameters', source, [int32('COUNT')], [int32('OUT')], {
+      model_transaction_policy: { decoupled: true },
+    });
+    try {
+      for (const count of [1, 200]) {
+        const seen: Array<Record<string, unknown>> = [];
+        for await (const response of model.stream({ inputs: { COUNT: new Int32Array([count]) } })) {
+          expect((response.outputs.OUT!.data as Int32Array)[0]).toBe(seen.length);
+          seen.push(response.parameters);
+        }
+        expect(seen).toEqual(
+          Array.from({ length: count }, (_, i) => ({ kind: 'token', text: `token ${i} é`, index: i - 1, last: i === count - 1 })),
+        );
+      }
+    } finally {
+      await server.unloadModel('py_parameters');
+    }
+  });
+
   it('a decoupled model may answer from its own thread after execute() returned', async () => {
     const source = `
 import threading

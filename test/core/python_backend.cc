@@ -148,18 +148,72 @@ HandleOf(PyObject* capsule)
                       : *static_cast<std::shared_ptr<RequestHandle>*>(p);
 }
 
-// A response as pb_utils._outcome() gives it: (code or -1, message,
-// [(name, datatype, shape, bytes)...]). False with a Python error set when
-// malformed.
+// One response of the model: its outputs, or its error, and its parameters.
+struct Outcome {
+  std::vector<OutTensor> outs;
+  Status status;
+  std::vector<TRITONSERVER_Parameter> params;
+};
+
+// The response's parameters as pb_utils._outcome() gives them: [(key,
+// value)...], each value a str, bool or int, as real Triton's Python backend
+// sets them on the response (infer_response.cc: string, int and bool).
 bool
-ReadOutcome(PyObject* outcome, std::vector<OutTensor>* outs, Status* status)
+ReadParameters(PyObject* list, std::vector<TRITONSERVER_Parameter>* params)
+{
+  Ref items(PySequence_Fast(list, "parameters must be a list"));
+  if (!items) {
+    return false;
+  }
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(items.get()); ++i) {
+    const char* key = nullptr;
+    PyObject* value = nullptr;
+    if (!PyArg_ParseTuple(
+            PySequence_Fast_GET_ITEM(items.get(), i), "sO", &key, &value)) {
+      return false;
+    }
+    TRITONSERVER_Parameter p;
+    p.name = key;
+    if (PyUnicode_Check(value)) {
+      const char* text = PyUnicode_AsUTF8(value);
+      if (text == nullptr) {
+        return false;
+      }
+      p.type = TRITONSERVER_PARAMETER_STRING;
+      p.str = text;
+    } else if (PyBool_Check(value)) {
+      p.type = TRITONSERVER_PARAMETER_BOOL;
+      p.b = value == Py_True;
+    } else if (PyLong_Check(value)) {
+      p.type = TRITONSERVER_PARAMETER_INT;
+      p.i = PyLong_AsLongLong(value);
+      if (p.i == -1 && PyErr_Occurred()) {
+        return false;
+      }
+    } else {
+      PyErr_SetString(PyExc_TypeError, "Unsupported value type on parameters");
+      return false;
+    }
+    params->push_back(std::move(p));
+  }
+  return true;
+}
+
+// A response as pb_utils._outcome() gives it: (code or -1, message,
+// [(name, datatype, shape, bytes)...], [(key, value)...]). False with a
+// Python error set when malformed.
+bool
+ReadOutcome(PyObject* outcome, Outcome* result)
 {
   long code = 0;
   const char* msg = nullptr;
   PyObject* list = nullptr;
-  if (!PyArg_ParseTuple(outcome, "lsO", &code, &msg, &list)) {
+  PyObject* parameters = nullptr;
+  if (!PyArg_ParseTuple(outcome, "lsOO", &code, &msg, &list, &parameters)) {
     return false;
   }
+  std::vector<OutTensor>* outs = &result->outs;
+  Status* status = &result->status;
   if (code >= 0) {
     if (code > TRITONSERVER_ERROR_CANCELLED) {
       code = TRITONSERVER_ERROR_UNKNOWN;
@@ -206,7 +260,7 @@ ReadOutcome(PyObject* outcome, std::vector<OutTensor>* outs, Status* status)
     t.owned.assign(data, data + len);
     outs->push_back(std::move(t));
   }
-  return true;
+  return ReadParameters(parameters, &result->params);
 }
 
 // ---- the _testcore_native module ----
@@ -224,10 +278,9 @@ NativeSend(PyObject*, PyObject* args)
   if (!h) {
     return nullptr;
   }
-  std::vector<OutTensor> outs;
-  Status status;
+  Outcome response;
   const bool has_response = outcome != Py_None;
-  if (has_response && !ReadOutcome(outcome, &outs, &status)) {
+  if (has_response && !ReadOutcome(outcome, &response)) {
     return nullptr;
   }
   std::string error;
@@ -250,7 +303,9 @@ NativeSend(PyObject*, PyObject* args)
           "TRITONSERVER_RESPONSE_COMPLETE_FINAL flag";
     } else {
       if (has_response) {
-        ctx->Send(std::move(outs), status, flags);
+        ctx->Send(
+            std::move(response.outs), response.status, flags,
+            std::move(response.params));
       } else {
         ctx->SendFlags(flags);
       }
@@ -491,7 +546,7 @@ class PythonBackend : public Backend {
     const size_t idx = Acquire();
     Runtime& rt = GetRuntime();
     std::string failure;
-    std::vector<std::pair<std::vector<OutTensor>, Status>> results;
+    std::vector<Outcome> results;
     {
       Gil gil;
       std::vector<std::shared_ptr<RequestHandle>> handles;
@@ -539,8 +594,7 @@ class PythonBackend : public Backend {
         for (Py_ssize_t i = 0; items && i < PySequence_Fast_GET_SIZE(items.get()); ++i) {
           results.emplace_back();
           if (!ReadOutcome(
-                  PySequence_Fast_GET_ITEM(items.get(), i),
-                  &results.back().first, &results.back().second)) {
+                  PySequence_Fast_GET_ITEM(items.get(), i), &results.back())) {
             failure = TakePythonError();
             break;
           }
@@ -562,8 +616,9 @@ class PythonBackend : public Backend {
         c->Send({}, Err(TRITONSERVER_ERROR_INTERNAL, prefix + failure),
                 TRITONSERVER_RESPONSE_COMPLETE_FINAL);
       } else if (i < results.size()) {
-        c->Send(std::move(results[i].first), results[i].second,
-                TRITONSERVER_RESPONSE_COMPLETE_FINAL);
+        c->Send(
+            std::move(results[i].outs), results[i].status,
+            TRITONSERVER_RESPONSE_COMPLETE_FINAL, std::move(results[i].params));
       } else if (!decoupled_) {
         c->Send({},
                 Err(TRITONSERVER_ERROR_INTERNAL,

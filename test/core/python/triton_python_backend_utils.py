@@ -378,9 +378,9 @@ class LogLevel:
 
 
 def _outcome(response):
-    """A response as the test core reads it: (code or -1, message, outputs)."""
+    """A response as the test core reads it: (code or -1, message, outputs, parameters)."""
     if response.has_error():
-        return (int(response.error().code()), str(response.error().message()), [])
+        return (int(response.error().code()), str(response.error().message()), [], [])
     outputs = []
     for tensor in response.output_tensors():
         array = tensor.as_numpy()
@@ -390,4 +390,4 @@ def _outcome(response):
         else:
             data = np.ascontiguousarray(array).tobytes()
         outputs.append((tensor.name(), dtype, [int(d) for d in array.shape], data))
-    return (-1, "", outputs)
+    return (-1, "", outputs, list(json.loads(response._parameters).items()))
