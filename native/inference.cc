@@ -622,6 +622,7 @@ void InferenceEngine::DrainOnJsThread(Napi::Env env, Napi::Function callback) {
     }
     Napi::HandleScope scope(env);
     std::fill(std::begin(round_integers_), std::end(round_integers_), nullptr);
+    for (RoundText& cached : round_texts_) cached.value = nullptr;
     SmallOutputs small;
     if (!thrown) {
       try {
@@ -698,10 +699,24 @@ napi_value InferenceEngine::Integer(napi_env env, int64_t value) {
   return number;
 }
 
-napi_value InferenceEngine::Name(Napi::Env env, const std::string& name) {
-  const int64_t index = env.GetInstanceData<Addon>()->ResponseName(env, name);
+napi_value InferenceEngine::Name(Napi::Env env, int64_t index, const std::string& name) {
   if (index >= 0) return Integer(env, index);
   return Napi::String::New(env, name);
+}
+
+napi_value InferenceEngine::Text(napi_env env, int64_t name_index, const char* data,
+                                 size_t size) {
+  if (name_index < 0 || name_index >= kRoundIntegers) return Napi::String::New(env, data, size);
+  RoundText& cached = round_texts_[name_index];
+  if (cached.value != nullptr && cached.text.size() == size &&
+      std::memcmp(cached.text.data(), data, size) == 0)
+    return cached.value;
+  napi_value value = Napi::String::New(env, data, size);
+  if (size <= kRoundTextBytes) {
+    cached.text.assign(data, size);
+    cached.value = value;
+  }
+  return value;
 }
 
 // Appends one completion to the callback's arguments as token, final,
@@ -735,8 +750,9 @@ void InferenceEngine::AppendCompletion(Napi::Env env, Completion& completion,
   // The field count, filled in once the fields are there.
   const size_t count_at = args.size();
   args.push_back(undefined);
+  Addon* addon = env.GetInstanceData<Addon>();
   for (Output& output : completion.outputs) {
-    args.push_back(Name(env, output.name));
+    args.push_back(Name(env, addon->ResponseName(env, output.name), output.name));
     const OutputWhere where = output.memory == Output::Memory::kCaller ? OutputWhere::kCaller
                               : small.data != nullptr && IsSmall(output) ? OutputWhere::kShared
                                                                           : OutputWhere::kOwn;
@@ -777,12 +793,14 @@ void InferenceEngine::AppendCompletion(Napi::Env env, Completion& completion,
 void InferenceEngine::AppendParameters(Napi::Env env, const Completion& completion,
                                        std::vector<napi_value>& args) {
   if (completion.parameters.empty()) return;
+  Addon* addon = env.GetInstanceData<Addon>();
   for (const Parameter& parameter : completion.parameters) {
-    args.push_back(Name(env, parameter.name));
+    const int64_t index = addon->ResponseName(env, parameter.name);
+    args.push_back(Name(env, index, parameter.name));
     switch (parameter.type) {
       case TRITONSERVER_PARAMETER_STRING:
-        args.push_back(Napi::String::New(env, completion.texts.data() + parameter.text_offset,
-                                         parameter.text_size));
+        args.push_back(Text(env, index, completion.texts.data() + parameter.text_offset,
+                            parameter.text_size));
         break;
       case TRITONSERVER_PARAMETER_BOOL:
         args.push_back(Napi::Boolean::New(env, parameter.flag));

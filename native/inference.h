@@ -211,7 +211,17 @@ class InferenceEngine {
   static constexpr int64_t kRoundIntegers = 128;
   napi_value round_integers_[kRoundIntegers] = {};
   napi_value Integer(napi_env env, int64_t value);
-  napi_value Name(Napi::Env env, const std::string& name);
+  napi_value Name(Napi::Env env, int64_t index, const std::string& name);
+  // A string parameter's value, by its name's index: one JS string per drain
+  // round while the value repeats (JS strings are immutable, so responses
+  // can share one). Values up to kRoundTextBytes are kept to compare.
+  struct RoundText {
+    std::string text;
+    napi_value value = nullptr;
+  };
+  static constexpr size_t kRoundTextBytes = 256;
+  RoundText round_texts_[kRoundIntegers];
+  napi_value Text(napi_env env, int64_t name_index, const char* data, size_t size);
   Napi::Value OutputBuffer(Napi::Env env, Output& output);
   static bool IsSmall(const Output& output);
   SmallOutputs OpenSmallOutputs(Napi::Env env);
