@@ -48,6 +48,33 @@ function loadPython(name: string, source: string, input: Tensor[], output: Tenso
 
 const decoder = new TextDecoder();
 
+/**
+ * A decoupled model whose request's COUNT gives how many responses it sends,
+ * the i-th made by `response` (Python, over i, count and out(value), an
+ * INT32 tensor OUT), then the FINAL flag.
+ */
+function loadCountingStream(name: string, response: string) {
+  const source = `
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+def out(value):
+    return pb_utils.Tensor("OUT", np.array([value], dtype=np.int32))
+
+class TritonPythonModel:
+    def execute(self, requests):
+        for request in requests:
+            sender = request.get_response_sender()
+            count = int(pb_utils.get_input_tensor_by_name(request, "COUNT").as_numpy()[0])
+            for i in range(count):
+                sender.send(${response})
+            sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        return None
+`;
+  return loadPython(name, source, [int32('COUNT')], [int32('OUT')], { model_transaction_policy: { decoupled: true } });
+}
+
+
 describe('a model.py loaded from memory', () => {
   it('gets the documented initialize() args and request fields, and computes with numpy', async () => {
     const source = `
@@ -161,24 +188,7 @@ class TritonPythonModel:
   });
 
   it('a decoupled model sends N responses through its response sender, then FINAL', async () => {
-    const source = `
-import numpy as np
-import triton_python_backend_utils as pb_utils
-
-class TritonPythonModel:
-    def execute(self, requests):
-        for request in requests:
-            sender = request.get_response_sender()
-            count = int(pb_utils.get_input_tensor_by_name(request, "COUNT").as_numpy()[0])
-            for i in range(count):
-                out = pb_utils.Tensor("OUT", np.array([i * 10], dtype=np.int32))
-                sender.send(pb_utils.InferenceResponse(output_tensors=[out]))
-            sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-        return None
-`;
-    const model = await loadPython('py_stream', source, [int32('COUNT')], [int32('OUT')], {
-      model_transaction_policy: { decoupled: true },
-    });
+    const model = await loadCountingStream('py_stream', 'pb_utils.InferenceResponse(output_tensors=[out(i * 10)])');
     expect((await model.transactionProperties()).decoupled).toBe(true);
     const values: number[] = [];
     for await (const response of model.stream({ inputs: { COUNT: new Int32Array([5]) } })) {
@@ -194,25 +204,8 @@ class TritonPythonModel:
   });
 
   it('response parameters (str, int, bool) reach each response, a stream’s changing from one response to the next', async () => {
-    const source = `
-import numpy as np
-import triton_python_backend_utils as pb_utils
-
-class TritonPythonModel:
-    def execute(self, requests):
-        for request in requests:
-            sender = request.get_response_sender()
-            count = int(pb_utils.get_input_tensor_by_name(request, "COUNT").as_numpy()[0])
-            for i in range(count):
-                out = pb_utils.Tensor("OUT", np.array([i], dtype=np.int32))
-                parameters = {"kind": "token", "text": "token %d é" % i, "index": i - 1, "last": i == count - 1}
-                sender.send(pb_utils.InferenceResponse(output_tensors=[out], parameters=parameters))
-            sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-        return None
-`;
-    const model = await loadPython('py_parameters', source, [int32('COUNT')], [int32('OUT')], {
-      model_transaction_policy: { decoupled: true },
-    });
+    const parameters = '{"kind": "token", "text": "token %d é" % i, "index": i - 1, "last": i == count - 1}';
+    const model = await loadCountingStream('py_parameters', `pb_utils.InferenceResponse(output_tensors=[out(i)], parameters=${parameters})`);
     try {
       for (const count of [1, 200]) {
         const seen: Array<Record<string, unknown>> = [];
