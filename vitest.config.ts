@@ -8,7 +8,13 @@ const testCore = resolve(import.meta.dirname, 'build/testcore/libtritonserver.so
 export default defineConfig({
   // Code under test that imports the package by name (examples/) gets the
   // same lib/ modules as the tests, not a second copy from dist/.
-  resolve: { alias: { 'tritonserver-node': resolve(import.meta.dirname, 'lib/index.ts') } },
+  resolve: {
+    alias: [
+      { find: /^tritonserver-node\/client$/, replacement: resolve(import.meta.dirname, 'lib/client/index.ts') },
+      { find: /^tritonserver-node\/kserve$/, replacement: resolve(import.meta.dirname, 'lib/kserve/index.ts') },
+      { find: /^tritonserver-node$/, replacement: resolve(import.meta.dirname, 'lib/index.ts') },
+    ],
+  },
   test: {
     include: ['test/**/*.test.ts'],
     globalSetup: ['test/global-setup.ts'],

@@ -29,6 +29,8 @@ export class TritonError extends Error {
   readonly code: TritonErrorCode;
   /** For load failures (start, loadModel, pollModelRepository): each failed model and why. */
   declare readonly models?: ModelLoadFailure[];
+  /** Remote mode (`tritonserver-node/client`): the endpoint that answered or failed, e.g. `grpc://10.0.0.7:8001`. */
+  declare readonly endpoint?: string;
 
   constructor(code: TritonErrorCode, message: string, options?: { cause?: unknown; models?: ModelLoadFailure[] }) {
     super(message, options);

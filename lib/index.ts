@@ -18,6 +18,7 @@ export {
   type ModelBatchProperties,
   type ModelTransactionProperties,
 } from './model.js';
+export type { InferenceServer, InferenceModel } from './surface.js';
 export type { InferenceRequest, InferenceResponse, SequenceOptions, OutputBufferSpec } from './inference.js';
 export * from './tensor.js';
 export {

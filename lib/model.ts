@@ -5,6 +5,7 @@ import type { Inference, InferenceRequest, InferenceResponse } from './inference
 import { parseModelConfigJson, type ModelConfig } from './model-config.js';
 import type { NativeServer } from './native.js';
 import type { DataType } from './tensor.js';
+import type { InferenceModel } from './surface.js';
 import { parseStatisticsJson, type ModelStatistics } from './observability/statistics.js';
 
 /** A model version number; -1 lets Triton choose (the version policy's latest). */
@@ -44,7 +45,7 @@ const BATCH_FIRST_DIM = 2;
 const TXN_ONE_TO_ONE = 1;
 const TXN_DECOUPLED = 2;
 
-export class Model {
+export class Model implements InferenceModel {
   readonly name: string;
   readonly version: ModelVersion;
   readonly #native: NativeServer;

@@ -40,6 +40,7 @@ import { logIsEnabled, logMessage, type LogLevel } from './observability/logging
 import { parseMetricsText, type MetricSample } from './observability/metrics.js';
 import { PackageMetrics } from './observability/package-metrics.js';
 import { parseStatisticsJson, type ModelStatistics } from './observability/statistics.js';
+import type { InferenceServer } from './surface.js';
 
 /** `TRITONSERVER_ServerMetadata`. */
 export interface ServerMetadata {
@@ -187,7 +188,7 @@ function stopReport(report: NativeStopReport, seconds: number): StopReport {
   return { complete: false, requestsInside: left, message };
 }
 
-export class Server implements AsyncDisposable {
+export class Server implements InferenceServer, AsyncDisposable {
   readonly #native: NativeServer;
   readonly #inference: Inference;
   #stopping: Promise<StopReport> | undefined;

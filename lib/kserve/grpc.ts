@@ -4,9 +4,6 @@
  * Both are optional peer dependencies, imported only when gRPC is asked for.
  */
 import { Buffer } from 'node:buffer';
-import { existsSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type * as GrpcJs from '@grpc/grpc-js';
 import { TritonError, type TritonErrorCode } from '../errors.js';
 import type { InferenceRequest } from '../inference.js';
@@ -27,6 +24,7 @@ import {
 } from './codec.js';
 import { loadOptions } from './http.js';
 import type { ResolvedProtocolOptions } from './options.js';
+import { loadGrpcService } from './proto.js';
 import { bigintsAsStrings, Tracker, tritonErrorCode } from './shared.js';
 
 /** The gRPC status code (numeric) Triton's gRPC front end uses for each error code. */
@@ -62,44 +60,6 @@ export interface GrpcListenOptions {
   host: string;
   credentials?: unknown;
   maxReceiveMessageBytes?: number | undefined;
-}
-
-/** Where the .proto files are: beside this module (lib/kserve/proto in the source, dist/proto when bundled). */
-function protoDirectory(): string {
-  const here = dirname(fileURLToPath(import.meta.url));
-  for (const candidate of [join(here, 'proto'), join(here, 'kserve', 'proto'), join(here, '..', 'lib', 'kserve', 'proto')]) {
-    if (existsSync(join(candidate, 'inference.proto'))) return candidate;
-  }
-  throw new TritonError('INTERNAL', `the KServe .proto files were not found beside ${here}`);
-}
-
-async function loadGrpc(): Promise<{ grpc: typeof GrpcJs; service: GrpcJs.ServiceDefinition }> {
-  let grpc: typeof GrpcJs;
-  let protoLoader: typeof import('@grpc/proto-loader');
-  try {
-    grpc = await import('@grpc/grpc-js');
-    protoLoader = await import('@grpc/proto-loader');
-  } catch (error) {
-    throw new TritonError(
-      'UNAVAILABLE',
-      'serving KServe gRPC needs the optional peer dependencies @grpc/grpc-js and @grpc/proto-loader: npm install @grpc/grpc-js @grpc/proto-loader',
-      { cause: error },
-    );
-  }
-  const directory = protoDirectory();
-  const definition = protoLoader.loadSync('inference.proto', {
-    includeDirs: [directory],
-    keepCase: true,
-    // 64-bit integers arrive as decimal strings: int64_contents stay exact.
-    longs: String,
-    enums: String,
-    defaults: true,
-    oneofs: true,
-  });
-  const pkg = grpc.loadPackageDefinition(definition) as unknown as {
-    inference: { GRPCInferenceService: { service: GrpcJs.ServiceDefinition } };
-  };
-  return { grpc, service: pkg.inference.GRPCInferenceService.service };
 }
 
 /** `InferParameter` as proto-loader gives it (oneofs: true). */
@@ -286,7 +246,7 @@ export async function startGrpc(
   options: ResolvedProtocolOptions,
   listen: GrpcListenOptions,
 ): Promise<GrpcFrontend> {
-  const { grpc, service } = await loadGrpc();
+  const { grpc, service } = await loadGrpcService('serving KServe gRPC');
   const limit = listen.maxReceiveMessageBytes ?? options.maxBodyBytes;
   const grpcServer = new grpc.Server({
     'grpc.max_receive_message_length': limit,

@@ -98,6 +98,11 @@ export function parseStatisticsJson(text: string): ModelStatistics[] {
   } catch (error) {
     throw new TritonError('INTERNAL', `statistics are not valid JSON: ${(error as Error).message}`);
   }
+  return parseStatistics(raw);
+}
+
+/** Checks a `{ model_stats: [...] }` message already parsed (counts as number or bigint). */
+export function parseStatistics(raw: unknown): ModelStatistics[] {
   const result = statisticsMessageSchema.safeParse(raw);
   if (!result.success) {
     throw new TritonError('INTERNAL', `statistics do not have Triton's shape: ${z.prettifyError(result.error)}`);

@@ -1,0 +1,594 @@
+/**
+ * `Client`: the in-process `Server`/`Model` surface over KServe v2 to one
+ * Triton server, several, or every address a DNS name resolves to.
+ */
+import { lookup } from 'node:dns/promises';
+import { get as httpGet } from 'node:http';
+import { get as httpsGet } from 'node:https';
+import { checkInteger, checkName, checkObject, checkOptions, checkOptionalBoolean, checkPositiveNumber, invalidParameterError, isCString } from '../check.js';
+import { TritonError } from '../errors.js';
+import type { InferenceRequest, InferenceResponse } from '../inference.js';
+import { checkRequest, REQUEST_FIELDS } from '../request-check.js';
+import { validateModelConfig, parseModelConfigJson, type ModelConfig } from '../model-config.js';
+import type { ModelMetadata, ModelVersion } from '../model.js';
+import type { ModelStatistics } from '../observability/statistics.js';
+import type { LoadModelOptions, ModelIndexEntry, ServerMetadata, UnloadModelOptions } from '../server.js';
+import type { InferenceModel, InferenceServer } from '../surface.js';
+import { DATA_TYPES, normalizeInput, outputTensor, DATA_TYPE_INFO, type DataType, type Tensor } from '../tensor.js';
+import { grpcTransports } from './grpc.js';
+import { httpTransports } from './http.js';
+import { clientOptionsSchema, type CallOptions, type ClientOptions, type ResolvedClientOptions } from './options.js';
+import { EndpointPool } from './pool.js';
+import { authority, parseTargets, type HostPort, type ParsedTargets } from './targets.js';
+import type { Call, DecodedResponse, EncodedInput, EncodedRequest, LoadParameters, Transport } from './transport.js';
+
+/** An inference request to a remote model: the in-process request, plus headers for this call. */
+export interface RemoteInferenceRequest extends InferenceRequest {
+  /** Headers (gRPC metadata) for this call, added to the client's. */
+  headers?: Record<string, string>;
+}
+
+const REMOTE_REQUEST_FIELDS: ReadonlySet<string> = new Set([...REQUEST_FIELDS, 'headers']);
+const CALL_FIELDS = ['timeoutMs', 'signal', 'headers'] as const;
+const LOAD_FIELDS: ReadonlySet<string> = new Set(['config', 'files', ...CALL_FIELDS]);
+const UNLOAD_FIELDS: ReadonlySet<string> = new Set(['unloadDependents', 'wait', ...CALL_FIELDS]);
+const INDEX_FIELDS: ReadonlySet<string> = new Set(['readyOnly', ...CALL_FIELDS]);
+const UNLOAD_POLL_MS = 20;
+/** How long `unloadModel` waits for the server to finish by default. */
+const DEFAULT_UNLOAD_WAIT_MS = 30_000;
+const SEQUENCE_START_END = ['sequence_start', 'sequence_end'] as const;
+
+function invalid(message: string): TritonError {
+  return new TritonError('INVALID_ARG', message);
+}
+
+function checkHeaders(name: string, headers: unknown): void {
+  if (headers === undefined) return;
+  checkObject(name, headers);
+  for (const [key, value] of Object.entries(headers)) {
+    if (typeof value !== 'string' || !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(key)) {
+      throw invalidParameterError(`${name}[${JSON.stringify(key)}]`, 'a header name with a string value', value);
+    }
+  }
+}
+
+/** A response as the package gives it: dispose() is a no-op remotely (received bytes are plain JS memory). */
+function asResponse(decoded: DecodedResponse): InferenceResponse {
+  const response = decoded as InferenceResponse;
+  response.dispose = dispose;
+  response[Symbol.dispose] = dispose;
+  return response;
+}
+function dispose(): void {}
+
+/** The settings of one call: its deadline and signal (timeout and the caller's abort in one). */
+class CallScope {
+  readonly call: Call;
+  readonly #controller = new AbortController();
+  readonly #timer: NodeJS.Timeout | undefined;
+  readonly #caller: AbortSignal | undefined;
+  timedOut = false;
+
+  constructor(timeoutMs: number | undefined, signal: AbortSignal | undefined, headers: Record<string, string> | undefined) {
+    this.#caller = signal;
+    if (signal?.aborted) throw new TritonError('CANCELLED', 'the request was aborted before it started', { cause: signal.reason });
+    signal?.addEventListener('abort', this, { once: true });
+    if (timeoutMs !== undefined) {
+      this.#timer = setTimeout(() => {
+        this.timedOut = true;
+        this.#controller.abort();
+      }, timeoutMs);
+    }
+    this.call = {
+      // A backstop for the transport; the timer above is what ends the call on time.
+      deadline: timeoutMs === undefined ? undefined : Date.now() + timeoutMs + 1000,
+      signal: this.#controller.signal,
+      headers: headers ?? {},
+    };
+  }
+
+  handleEvent(): void {
+    this.#controller.abort();
+  }
+
+  /** The error to report: a timeout or an abort as the in-process API says them. */
+  error(error: unknown, timeoutMs: number | undefined): unknown {
+    if (this.timedOut) return Object.assign(new TritonError('CANCELLED', `the request timed out after ${timeoutMs} ms`, { cause: error }), { endpoint: (error as TritonError).endpoint });
+    if (this.#caller?.aborted) return Object.assign(new TritonError('CANCELLED', 'the request was aborted', { cause: this.#caller.reason }), { endpoint: (error as TritonError).endpoint });
+    return error;
+  }
+
+  end(): void {
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#caller?.removeEventListener('abort', this);
+  }
+}
+
+export class Client implements InferenceServer, AsyncDisposable {
+  readonly #pool: EndpointPool;
+  readonly #options: ResolvedClientOptions;
+  readonly #targets: ParsedTargets;
+  /** Input data types by model key, fetched once (inputs given without a data type take the model's). */
+  readonly #inputTypes = new Map<string, Promise<Map<string, DataType>>>();
+  #resolveTimer: NodeJS.Timeout | undefined;
+  #closed = false;
+
+  private constructor(pool: EndpointPool, options: ResolvedClientOptions, targets: ParsedTargets) {
+    this.#pool = pool;
+    this.#options = options;
+    this.#targets = targets;
+  }
+
+  /**
+   * Connects to Triton: `grpc://host:8001`, `grpcs://…`, `http://host:8000`,
+   * `https://…`, a list of them (one protocol), or `dns:///name:port` (every
+   * address the name resolves to, resolved again as it changes). Resolves
+   * once an endpoint answers its health route; rejects with UNAVAILABLE when
+   * none does within `connectTimeoutMs`.
+   */
+  static async connect(target: string | readonly string[], options: ClientOptions = {}): Promise<Client> {
+    const parsed = clientOptionsSchema.safeParse(options ?? {});
+    if (!parsed.success) {
+      throw invalid(`invalid client options: ${parsed.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`).join('; ')}`);
+    }
+    const resolved = parsed.data;
+    const targets = parseTargets(target, resolved.protocol);
+    const tls = targets.tls || resolved.tls !== undefined;
+    let pool: EndpointPool;
+    let resolve: (() => Promise<void>) | undefined;
+    if (targets.protocol === 'grpc') {
+      const make = await grpcTransports(resolved);
+      const scheme = tls ? 'grpcs' : 'grpc';
+      const transports = targets.dns !== undefined
+        ? [make({ target: `dns:///${authority(targets.dns)}`, endpoint: `${scheme}://${authority(targets.dns)}`, tls, roundRobin: true })]
+        : targets.addresses.map((address) => make({ target: authority(address), endpoint: `${scheme}://${authority(address)}`, tls, roundRobin: false }));
+      pool = new EndpointPool(transports, resolved);
+    } else {
+      const make = await httpTransports(tls, resolved);
+      pool = new EndpointPool(targets.addresses.map((address) => make(address)), resolved);
+      const dns = targets.dns;
+      if (dns !== undefined) {
+        resolve = async () => {
+          const found = await lookup(dns.host, { all: true });
+          const scheme = tls ? 'https' : 'http';
+          pool.replace(
+            found.map(({ address }) => {
+              const where: HostPort = { host: address, port: dns.port };
+              return { endpoint: `${scheme}://${authority(where)}`, make: () => make(where, dns.host) };
+            }),
+          );
+        };
+        try {
+          await resolve();
+        } catch (error) {
+          throw new TritonError('UNAVAILABLE', `could not resolve '${dns.host}': ${(error as Error).message}`, { cause: error });
+        }
+      }
+    }
+    const client = new Client(pool, resolved, targets);
+    if (resolve !== undefined) {
+      const again = resolve;
+      const tick = (): void => {
+        client.#resolveTimer = setTimeout(() => {
+          // A failed resolution keeps the endpoints it had.
+          again().catch(() => undefined).finally(() => {
+            if (!client.#closed) tick();
+          });
+        }, resolved.resolveIntervalMs).unref();
+      };
+      tick();
+    }
+    try {
+      await client.#waitForAnEndpoint();
+    } catch (error) {
+      await client.close();
+      throw error;
+    }
+    return client;
+  }
+
+  /** Every endpoint's health route at once; the first to answer wins. */
+  async #waitForAnEndpoint(): Promise<void> {
+    const ms = this.#options.connectTimeoutMs;
+    const scope = new CallScope(ms, undefined, undefined);
+    try {
+      await this.#pool.run((transport) => transport.live(scope.call), true, scope.call.signal, undefined);
+    } catch (error) {
+      const endpoints = this.#pool.endpoints.join(', ') || '(none)';
+      const detail = scope.timedOut ? `no answer within ${ms} ms (connectTimeoutMs)` : (error as Error).message;
+      throw new TritonError('UNAVAILABLE', `could not connect to Triton at ${endpoints}: ${detail}`, { cause: error });
+    } finally {
+      scope.end();
+    }
+  }
+
+  /** The endpoints in use now (a `dns:///` HTTP target: one per address). */
+  get endpoints(): string[] {
+    return this.#pool.endpoints;
+  }
+
+  /** The protocol every call uses. */
+  get protocol(): 'grpc' | 'http' {
+    return this.#targets.protocol;
+  }
+
+  /** @internal Runs one call on an endpoint, with the call's deadline and abort, retried when `repeatable`. */
+  async run<T>(options: CallOptions | undefined, repeatable: boolean, fn: (transport: Transport, call: Call) => Promise<T>): Promise<T> {
+    const timeoutMs = options?.timeoutMs ?? this.#options.timeoutMs;
+    const scope = new CallScope(timeoutMs, options?.signal, options?.headers);
+    try {
+      return await this.#pool.run((transport) => fn(transport, scope.call), repeatable, scope.call.signal, scope.call.deadline);
+    } catch (error) {
+      throw scope.error(error, timeoutMs);
+    } finally {
+      scope.end();
+    }
+  }
+
+  /** Whether the server is live (a server that cannot be reached rejects with UNAVAILABLE). */
+  live(options?: CallOptions): Promise<boolean> {
+    checkCallOptions('live options', options);
+    return this.run(options, true, (t, call) => t.live(call));
+  }
+
+  ready(options?: CallOptions): Promise<boolean> {
+    checkCallOptions('ready options', options);
+    return this.run(options, true, (t, call) => t.ready(call));
+  }
+
+  metadata(options?: CallOptions): Promise<ServerMetadata> {
+    checkCallOptions('metadata options', options);
+    return this.run(options, true, (t, call) => t.metadata(call));
+  }
+
+  modelIndex(options: { readyOnly?: boolean } & CallOptions = {}): Promise<ModelIndexEntry[]> {
+    checkOptions('modelIndex options', options, INDEX_FIELDS);
+    checkOptionalBoolean('modelIndex options.readyOnly', options.readyOnly);
+    checkCallOptions('modelIndex options', options);
+    return this.run(options, true, (t, call) => t.modelIndex(options.readyOnly ?? false, call));
+  }
+
+  /** A handle on a remote model; `version` -1 (default) lets the server choose. */
+  model(name: string, version: ModelVersion = -1): RemoteModel {
+    checkName('model name', name);
+    checkInteger('model version', version, -1);
+    return new RemoteModel(this, name, version);
+  }
+
+  /** Loads (or reloads) a model on the server (explicit model control mode); `config` and `files` load it from memory. */
+  async loadModel(name: string, options: LoadModelOptions & CallOptions = {}): Promise<RemoteModel> {
+    checkName('model name', name);
+    checkOptions('loadModel options', options, LOAD_FIELDS);
+    checkCallOptions('loadModel options', options);
+    const parameters: LoadParameters = { config: undefined, files: [] };
+    if (options.config !== undefined) {
+      checkObject('loadModel options.config', options.config);
+      const config = validateModelConfig({ ...options.config, name: options.config.name ?? name });
+      if (config.name !== name) throw invalid(`config.name '${config.name}' does not match the model name '${name}'`);
+      parameters.config = JSON.stringify(config);
+    }
+    if (options.files !== undefined) {
+      checkObject('loadModel options.files', options.files);
+      if (options.config === undefined) throw invalid(`loading model '${name}' from files needs a config too`);
+      for (const [path, content] of Object.entries(options.files)) {
+        if (path.startsWith('/') || path.split('/').includes('..')) throw invalid(`model file path '${path}' must be relative to the model directory`);
+        if (!isCString(path) || path === '') throw invalidParameterError('a model file path', 'a relative path without NUL characters', path);
+        if (typeof content !== 'string' && !(content instanceof Uint8Array)) throw invalidParameterError(`model file '${path}'`, 'a string or a Uint8Array', content);
+        parameters.files.push([path, typeof content === 'string' ? new TextEncoder().encode(content) : content]);
+      }
+    }
+    this.#forget(name);
+    try {
+      await this.run(options, false, (t, call) => t.loadModel(name, parameters, call));
+    } finally {
+      this.#forget(name);
+    }
+    return this.model(name);
+  }
+
+  /** Unloads a model; by default waits (up to `timeoutMs`, else 30 s) until the server has finished. */
+  async unloadModel(name: string, options: UnloadModelOptions & CallOptions = {}): Promise<void> {
+    checkName('model name', name);
+    checkOptions('unloadModel options', options, UNLOAD_FIELDS);
+    checkOptionalBoolean('unloadModel options.unloadDependents', options.unloadDependents);
+    checkOptionalBoolean('unloadModel options.wait', options.wait);
+    checkCallOptions('unloadModel options', options);
+    this.#forget(name);
+    const started = Date.now();
+    await this.run(options, false, (t, call) => t.unloadModel(name, options.unloadDependents ?? false, call));
+    if (options.wait === false) return;
+    const timeoutMs = options.timeoutMs ?? this.#options.timeoutMs ?? DEFAULT_UNLOAD_WAIT_MS;
+    const deadline = started + timeoutMs;
+    for (;;) {
+      const left = deadline - Date.now();
+      const entries = (await this.modelIndex({ signal: options.signal, headers: options.headers, timeoutMs: Math.max(1, left) })).filter((e) => e.name === name);
+      if (!entries.some((entry) => entry.state === 'READY' || entry.state === 'UNLOADING')) return;
+      if (Date.now() >= deadline) {
+        throw new TritonError('UNAVAILABLE', `model '${name}' is still unloading after ${timeoutMs} ms; the unload goes on in Triton`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, UNLOAD_POLL_MS));
+    }
+  }
+
+  /** Statistics of every ready model version. */
+  statistics(options?: CallOptions): Promise<ModelStatistics[]> {
+    checkCallOptions('statistics options', options);
+    return this.run(options, true, (t, call) => t.statistics('', -1, call));
+  }
+
+  /**
+   * Triton's metrics (Prometheus text) from an endpoint's metrics port:
+   * `metricsUrl` when given, else port 8002 of the first endpoint's host.
+   */
+  async metrics(options: CallOptions & { metricsUrl?: string } = {}): Promise<string> {
+    checkCallOptions('metrics options', options);
+    const url = options.metricsUrl ?? this.#metricsUrl();
+    const timeoutMs = options.timeoutMs ?? this.#options.timeoutMs ?? this.#options.connectTimeoutMs;
+    return fetchText(url, { ...this.#options.headers, ...options.headers }, timeoutMs, options.signal, this.#options);
+  }
+
+  #metricsUrl(): string {
+    const address = this.#targets.dns ?? this.#targets.addresses[0]!;
+    const tls = this.#targets.tls || this.#options.tls !== undefined;
+    return `${tls ? 'https' : 'http'}://${authority({ host: address.host, port: 8002 })}/metrics`;
+  }
+
+  /** @internal The data types of a model's inputs, fetched once per model (and version). */
+  inputTypes(name: string, version: number): Promise<Map<string, DataType>> {
+    const key = `${name}\u0000${version}`;
+    let types = this.#inputTypes.get(key);
+    if (types === undefined) {
+      types = this.run(undefined, true, (t, call) => t.modelMetadata(name, version, call)).then(
+        (metadata) => new Map(metadata.inputs.map((input) => [input.name, input.datatype])),
+      );
+      types.catch(() => this.#inputTypes.delete(key));
+      this.#inputTypes.set(key, types);
+    }
+    return types;
+  }
+
+  #forget(name: string): void {
+    for (const key of this.#inputTypes.keys()) if (key.startsWith(`${name}\u0000`)) this.#inputTypes.delete(key);
+  }
+
+  /** @internal Forgets what is known of a model (its inputs' data types) after the server refused a request. */
+  forget(name: string): void {
+    this.#forget(name);
+  }
+
+  /** @internal */
+  get options(): ResolvedClientOptions {
+    return this.#options;
+  }
+
+  /** Closes every connection; calls in flight fail with CANCELLED or UNAVAILABLE. Idempotent. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    if (this.#resolveTimer !== undefined) clearTimeout(this.#resolveTimer);
+    this.#pool.close();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+}
+
+function checkCallOptions(name: string, options: CallOptions | undefined): void {
+  if (options === undefined) return;
+  checkObject(name, options);
+  if (options.timeoutMs !== undefined) checkPositiveNumber(`${name}.timeoutMs`, options.timeoutMs);
+  if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) throw invalidParameterError(`${name}.signal`, 'an AbortSignal', options.signal);
+  checkHeaders(`${name}.headers`, options.headers);
+}
+
+/** A model of a remote server: the in-process `Model` surface. */
+export class RemoteModel implements InferenceModel {
+  readonly name: string;
+  readonly version: ModelVersion;
+  readonly #client: Client;
+
+  /** @internal Use `client.model(name)`. */
+  constructor(client: Client, name: string, version: ModelVersion) {
+    this.#client = client;
+    this.name = name;
+    this.version = version;
+  }
+
+  /** Whether this model (version) can serve requests; false for a model the server does not know. */
+  async ready(options?: CallOptions): Promise<boolean> {
+    checkCallOptions('ready options', options);
+    try {
+      return await this.#client.run(options, true, (t, call) => t.modelReady(this.name, this.version, call));
+    } catch (error) {
+      if (error instanceof TritonError && error.code === 'NOT_FOUND') return false;
+      throw error;
+    }
+  }
+
+  metadata(options?: CallOptions): Promise<ModelMetadata> {
+    checkCallOptions('metadata options', options);
+    return this.#client.run(options, true, (t, call) => t.modelMetadata(this.name, this.version, call));
+  }
+
+  async config(options?: CallOptions): Promise<ModelConfig> {
+    checkCallOptions('config options', options);
+    return parseModelConfigJson(await this.#client.run(options, true, (t, call) => t.modelConfig(this.name, this.version, call)));
+  }
+
+  statistics(options?: CallOptions): Promise<ModelStatistics[]> {
+    checkCallOptions('statistics options', options);
+    return this.#client.run(options, true, (t, call) => t.statistics(this.name, this.version, call));
+  }
+
+  /** Runs one inference; resolves with the model's single response. */
+  async infer(request: RemoteInferenceRequest): Promise<InferenceResponse> {
+    const encoded = await this.#encode(request);
+    const repeatable = this.#client.options.retry.inference && request.sequence === undefined;
+    let decoded: DecodedResponse;
+    try {
+      decoded = await this.#client.run(request, repeatable, (t, call) => t.infer(encoded, call));
+    } catch (error) {
+      if (error instanceof TritonError && error.code === 'INVALID_ARG') this.#client.forget(this.name);
+      throw error;
+    }
+    return asResponse(intoBuffers(decoded, request.outputs));
+  }
+
+  /**
+   * Runs one inference and yields every response (decoupled models send any
+   * number; others one; over HTTP, only models that are not decoupled).
+   * Leaving the loop early or aborting cancels the request on the server.
+   */
+  async *stream(request: RemoteInferenceRequest): AsyncGenerator<InferenceResponse, void, undefined> {
+    const encoded = await this.#encode(request);
+    const queue: InferenceResponse[] = [];
+    let failure: unknown;
+    let ended = false;
+    let wake: (() => void) | undefined;
+    const notify = (): void => {
+      wake?.();
+      wake = undefined;
+    };
+    const timeoutMs = request.timeoutMs ?? this.#client.options.timeoutMs;
+    const scope = new CallScope(timeoutMs, request.signal, request.headers);
+    let handle: { cancel(): void } | undefined;
+    const onAbort = (): void => handle?.cancel();
+    scope.call.signal?.addEventListener('abort', () => {
+      onAbort();
+      if (!ended) {
+        ended = true;
+        failure = scope.error(new TritonError('CANCELLED', 'the request was cancelled'), timeoutMs);
+        notify();
+      }
+    }, { once: true });
+    try {
+      // The stream starts on an endpoint the pool picks; its own failures are not retried.
+      await this.#client.run(undefined, false, async (transport) => {
+        handle = transport.stream(encoded, scope.call, {
+          response: (response) => {
+            queue.push(asResponse(intoBuffers(response, request.outputs)));
+            notify();
+          },
+          error: (error) => {
+            if (ended) return;
+            ended = true;
+            failure = error;
+            notify();
+          },
+          end: () => {
+            ended = true;
+            notify();
+          },
+        });
+      });
+      for (;;) {
+        const next = queue.shift();
+        if (next !== undefined) {
+          yield next;
+          continue;
+        }
+        if (ended) break;
+        await new Promise<void>((resolve) => (wake = resolve));
+      }
+      if (failure !== undefined) throw failure;
+    } finally {
+      if (!ended) {
+        ended = true;
+        handle?.cancel();
+      }
+      scope.end();
+    }
+  }
+
+  async #encode(request: RemoteInferenceRequest): Promise<EncodedRequest> {
+    checkRequest(request, REMOTE_REQUEST_FIELDS);
+    checkHeaders('request.headers', request.headers);
+    const version = request.modelVersion ?? this.version;
+    const types = await this.#client.inputTypes(this.name, version);
+    const inputs: EncodedInput[] = [];
+    let byteLength = 0;
+    for (const name of Object.keys(request.inputs)) {
+      const value = request.inputs[name]!;
+      const native = normalizeInput(name, value, types.get(name));
+      const data = native.data;
+      const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+      inputs.push({ name, datatype: DATA_TYPES[native.datatype - 1]!, shape: native.shape, bytes });
+      byteLength += bytes.byteLength;
+    }
+    const max = this.#client.options.maxMessageBytes;
+    if (byteLength > max) {
+      throw invalid(`the request's tensors are ${byteLength} bytes, more than maxMessageBytes (${max}); raise it on the client (and the server's limit)`);
+    }
+    const parameters: EncodedRequest['parameters'] = { ...request.parameters };
+    for (const key of Object.keys(parameters)) {
+      if (key.startsWith('triton_')) throw invalid("parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified.");
+    }
+    if (request.priority !== undefined) parameters.priority = request.priority;
+    if (request.timeoutMs !== undefined) parameters.timeout = Math.round(request.timeoutMs * 1000);
+    const sequence = request.sequence;
+    if (sequence !== undefined) {
+      parameters.sequence_id = sequence.id;
+      const [start, end] = SEQUENCE_START_END;
+      if (sequence.start === true) parameters[start] = true;
+      if (sequence.end === true) parameters[end] = true;
+    }
+    const outputs = request.outputs === undefined
+      ? undefined
+      : (Array.isArray(request.outputs) ? request.outputs : Object.keys(request.outputs)).map((name) => ({ name, classification: undefined }));
+    return { model: this.name, version, id: request.id ?? '', parameters, inputs, outputs, byteLength };
+  }
+}
+
+/** Outputs the caller gave buffers for are copied into them (the tensor then views the caller's buffer). */
+function intoBuffers(response: DecodedResponse, outputs: InferenceRequest['outputs']): DecodedResponse {
+  if (outputs === undefined || Array.isArray(outputs)) return response;
+  for (const name of Object.keys(outputs)) {
+    const spec = outputs[name]!;
+    const tensor = response.outputs[name];
+    if (spec.data === undefined || tensor === undefined || tensor.datatype === 'BYTES') continue;
+    const source = tensor.data as ArrayBufferView;
+    const target = spec.data;
+    if (source.byteLength > target.byteLength) {
+      if (spec.ifTooSmall === 'allocate') continue;
+      throw new TritonError(
+        'INVALID_ARG',
+        `the buffer given for output '${name}' is ${target.byteLength} bytes, but the output is ${source.byteLength} bytes`,
+      );
+    }
+    new Uint8Array(target.buffer, target.byteOffset, source.byteLength).set(new Uint8Array(source.buffer, source.byteOffset, source.byteLength));
+    response.outputs[name] = outputTensor(name, DATA_TYPE_INFO[tensor.datatype].enum, tensor.shape, target.buffer, target.byteOffset, source.byteLength) as Tensor;
+  }
+  return response;
+}
+
+/** GET of a text resource (the metrics port), with the client's TLS settings. */
+function fetchText(
+  url: string,
+  headers: Record<string, string>,
+  timeoutMs: number,
+  signal: AbortSignal | undefined,
+  options: ResolvedClientOptions,
+): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const tls = url.startsWith('https:');
+    const get = tls ? httpsGet : httpGet;
+    const settings: Record<string, unknown> = { headers, timeout: timeoutMs, signal };
+    if (tls && options.tls !== undefined) Object.assign(settings, options.tls);
+    const request = get(url, settings, (response) => {
+      const chunks: Buffer[] = [];
+      response.on('data', (chunk: Buffer) => chunks.push(chunk));
+      response.on('error', (error) => reject(new TritonError('UNAVAILABLE', `metrics from ${url}: ${error.message}`, { cause: error })));
+      response.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        if (response.statusCode === 200) resolve(text);
+        else reject(new TritonError('UNAVAILABLE', `metrics from ${url}: HTTP ${response.statusCode}: ${text.slice(0, 200)}`));
+      });
+    });
+    request.on('timeout', () => request.destroy(new Error(`no answer within ${timeoutMs} ms`)));
+    request.on('error', (error) => {
+      const code = signal?.aborted ? 'CANCELLED' : 'UNAVAILABLE';
+      reject(new TritonError(code, `metrics from ${url}: ${error.message}`, { cause: error }));
+    });
+  });
+}

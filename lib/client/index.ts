@@ -1,0 +1,20 @@
+/**
+ * `tritonserver-node/client`: remote mode. The in-process `Server`/`Model`
+ * surface (`InferenceServer`/`InferenceModel`) over KServe v2, gRPC
+ * (@grpc/grpc-js) or HTTP (undici), to one Triton server or a fleet. The
+ * in-process core never imports this; its transports load their optional
+ * peer dependency only when a target of that protocol is used.
+ */
+export { Client, RemoteModel, type RemoteInferenceRequest } from './client.js';
+export {
+  clientOptionsSchema,
+  type ClientOptions,
+  type ResolvedClientOptions,
+  type ClientTlsOptions,
+  type ClientRetryOptions,
+  type CallOptions,
+} from './options.js';
+export { TritonError, isTritonError, type TritonErrorCode } from '../errors.js';
+export type { InferenceServer, InferenceModel } from '../surface.js';
+export type { InferenceRequest, InferenceResponse, SequenceOptions, OutputBufferSpec } from '../inference.js';
+export { Tensor, type DataType, type InputValue, type TensorInit } from '../tensor.js';

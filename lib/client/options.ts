@@ -1,0 +1,71 @@
+/** Options of `Client.connect` (the zod schema is the source of the types). */
+import { z } from 'zod';
+
+/** TLS settings: PEM text or bytes, as Node's `tls.connect` takes them. */
+export const clientTlsSchema = z.strictObject({
+  /** CA certificates to trust instead of Node's default ones (a self-signed CA). */
+  ca: z.union([z.string(), z.instanceof(Uint8Array)]).optional(),
+  /** Client certificate and key, for mutual TLS. */
+  cert: z.union([z.string(), z.instanceof(Uint8Array)]).optional(),
+  key: z.union([z.string(), z.instanceof(Uint8Array)]).optional(),
+  /** Name the server's certificate must carry, when it is not the target's host. */
+  servername: z.string().optional(),
+});
+
+export const clientRetrySchema = z.strictObject({
+  /** Tries in all, the first included, of a call that may be repeated. */
+  attempts: z.number().int().min(1).max(20).default(3),
+  /** Wait before the first retry; doubled after each, up to `maxBackoffMs`. */
+  backoffMs: z.number().min(0).default(50),
+  maxBackoffMs: z.number().min(0).default(2000),
+  /**
+   * Also repeat inferences (never a sequence's requests) that failed with
+   * UNAVAILABLE or a lost connection. Off by default: the server may have run
+   * the request already.
+   */
+  inference: z.boolean().default(false),
+});
+
+export const clientOptionsSchema = z.strictObject({
+  /**
+   * The protocol of a `dns:///` target (others say theirs in the scheme).
+   * Default: gRPC.
+   */
+  protocol: z.enum(['grpc', 'http']).optional(),
+  /** Headers (gRPC metadata) sent with every call, e.g. `{ authorization: 'Bearer …' }`. */
+  headers: z.record(z.string(), z.string()).default({}),
+  /** TLS: `https://` and `grpcs://` targets use it; giving it turns TLS on for the others. */
+  tls: clientTlsSchema.optional(),
+  /** How long `connect()` waits for an endpoint to answer, and a connection for its handshake. */
+  connectTimeoutMs: z.number().positive().default(10_000),
+  /** Default deadline of every call without a `timeoutMs` of its own; none when unset (as Triton's clients). */
+  timeoutMs: z.number().positive().optional(),
+  /** Largest message sent and received, in bytes (Triton's own default: 64 MiB). */
+  maxMessageBytes: z.number().int().positive().default(64 * 1024 * 1024),
+  /** Compress request and response bodies (gzip) both ways. */
+  compression: z.enum(['none', 'gzip']).default('none'),
+  /** Connection keepalive: a ping (gRPC) or TCP keepalive (HTTP) after this much idle time. */
+  keepAliveMs: z.number().int().positive().default(30_000),
+  /** HTTP only: connections per endpoint. */
+  connections: z.number().int().positive().default(32),
+  retry: clientRetrySchema.default(clientRetrySchema.parse({})),
+  /** How often an endpoint that failed is checked (`/v2/health/live`) until it answers again. */
+  healthCheckIntervalMs: z.number().int().positive().default(1000),
+  /** HTTP `dns:///` targets: how often the name is resolved again. */
+  resolveIntervalMs: z.number().int().positive().default(30_000),
+});
+
+export type ClientOptions = z.input<typeof clientOptionsSchema>;
+export type ResolvedClientOptions = z.output<typeof clientOptionsSchema>;
+export type ClientTlsOptions = z.input<typeof clientTlsSchema>;
+export type ClientRetryOptions = z.input<typeof clientRetrySchema>;
+
+/** Options of one call (every `Client` and remote `Model` method takes them). */
+export interface CallOptions {
+  /** Deadline of this call, in ms (default: the client's `timeoutMs`). */
+  timeoutMs?: number;
+  /** Aborting ends the call; it rejects with CANCELLED. */
+  signal?: AbortSignal;
+  /** Headers (gRPC metadata) for this call, added to the client's. */
+  headers?: Record<string, string>;
+}

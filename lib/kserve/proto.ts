@@ -1,0 +1,59 @@
+/**
+ * The KServe v2 gRPC service from this package's .proto files, loaded with
+ * @grpc/grpc-js and @grpc/proto-loader (optional peer dependencies, imported
+ * only when gRPC is used). Shared by the gRPC front end and the remote client.
+ */
+import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type * as GrpcJs from '@grpc/grpc-js';
+import { TritonError } from '../errors.js';
+
+/** Where the .proto files are: beside this module (lib/kserve/proto in the source, dist/proto when bundled). */
+function protoDirectory(): string {
+  const here = dirname(fileURLToPath(import.meta.url));
+  for (const candidate of [join(here, 'proto'), join(here, 'kserve', 'proto'), join(here, '..', 'kserve', 'proto'), join(here, '..', 'lib', 'kserve', 'proto')]) {
+    if (existsSync(join(candidate, 'inference.proto'))) return candidate;
+  }
+  throw new TritonError('INTERNAL', `the KServe .proto files were not found beside ${here}`);
+}
+
+export interface GrpcService {
+  grpc: typeof GrpcJs;
+  service: GrpcJs.ServiceDefinition;
+}
+
+let loaded: Promise<GrpcService> | undefined;
+
+/** grpc-js and `inference.GRPCInferenceService`, loaded once; `what` names the feature in the error. */
+export function loadGrpcService(what: string): Promise<GrpcService> {
+  loaded ??= (async () => {
+    let grpc: typeof GrpcJs;
+    let protoLoader: typeof import('@grpc/proto-loader');
+    try {
+      grpc = await import('@grpc/grpc-js');
+      protoLoader = await import('@grpc/proto-loader');
+    } catch (error) {
+      loaded = undefined;
+      throw new TritonError(
+        'UNAVAILABLE',
+        `${what} needs the optional peer dependencies @grpc/grpc-js and @grpc/proto-loader: npm install @grpc/grpc-js @grpc/proto-loader`,
+        { cause: error },
+      );
+    }
+    const definition = protoLoader.loadSync('inference.proto', {
+      includeDirs: [protoDirectory()],
+      keepCase: true,
+      // 64-bit integers arrive as decimal strings: int64_contents stay exact.
+      longs: String,
+      enums: String,
+      defaults: true,
+      oneofs: true,
+    });
+    const pkg = grpc.loadPackageDefinition(definition) as unknown as {
+      inference: { GRPCInferenceService: { service: GrpcJs.ServiceDefinition } };
+    };
+    return { grpc, service: pkg.inference.GRPCInferenceService.service };
+  })();
+  return loaded;
+}
