@@ -20,7 +20,7 @@ import { httpTransports } from './http.js';
 import { clientOptionsSchema, type CallOptions, type ClientOptions, type ResolvedClientOptions } from './options.js';
 import { EndpointPool } from './pool.js';
 import { authority, parseTargets, type HostPort, type ParsedTargets } from './targets.js';
-import type { Call, DecodedResponse, EncodedInput, EncodedRequest, LoadParameters, Transport } from './transport.js';
+import { ConnectionError, type Call, type DecodedResponse, type EncodedInput, type EncodedRequest, type LoadParameters, type Transport } from './transport.js';
 
 /** An inference request to a remote model: the in-process request, plus headers for this call. */
 export interface RemoteInferenceRequest extends InferenceRequest {
@@ -322,7 +322,7 @@ export class Client implements InferenceServer, AsyncDisposable {
    */
   async metrics(options: CallOptions & { metricsUrl?: string } = {}): Promise<string> {
     checkCallOptions('metrics options', options);
-    const url = options.metricsUrl ?? this.#metricsUrl();
+    const url = options.metricsUrl ?? this.#options.metricsUrl ?? this.#metricsUrl();
     const timeoutMs = options.timeoutMs ?? this.#options.timeoutMs ?? this.#options.connectTimeoutMs;
     return fetchText(url, { ...this.#options.headers, ...options.headers }, timeoutMs, options.signal, this.#options);
   }
@@ -453,6 +453,7 @@ export class RemoteModel implements InferenceModel {
     const timeoutMs = request.timeoutMs ?? this.#client.options.timeoutMs;
     const scope = new CallScope(timeoutMs, request.signal, request.headers);
     let handle: { cancel(): void } | undefined;
+    let streaming = true;
     const onAbort = (): void => handle?.cancel();
     scope.call.signal?.addEventListener('abort', () => {
       onAbort();
@@ -465,6 +466,7 @@ export class RemoteModel implements InferenceModel {
     try {
       // The stream starts on an endpoint the pool picks; its own failures are not retried.
       await this.#client.run(undefined, false, async (transport) => {
+        streaming = transport.streaming;
         handle = transport.stream(encoded, scope.call, {
           response: (response) => {
             queue.push(asResponse(intoBuffers(response, request.outputs)));
@@ -491,7 +493,7 @@ export class RemoteModel implements InferenceModel {
         if (ended) break;
         await new Promise<void>((resolve) => (wake = resolve));
       }
-      if (failure !== undefined) throw failure;
+      if (failure !== undefined) throw await this.#streamFailure(failure, streaming);
     } finally {
       if (!ended) {
         ended = true;
@@ -499,6 +501,25 @@ export class RemoteModel implements InferenceModel {
       }
       scope.end();
     }
+  }
+
+  /** Over HTTP, a decoupled model's refusal says what to do instead. */
+  async #streamFailure(failure: unknown, streaming: boolean): Promise<unknown> {
+    if (streaming || !(failure instanceof TritonError) || failure instanceof ConnectionError || failure.code === 'CANCELLED') return failure;
+    try {
+      const config = await this.config();
+      if (config.model_transaction_policy?.decoupled !== true) return failure;
+    } catch {
+      return failure;
+    }
+    return Object.assign(
+      new TritonError(
+        'UNSUPPORTED',
+        `model '${this.name}' is decoupled, and KServe HTTP has no streaming inference: connect with a grpc:// target to stream it (${failure.endpoint ?? 'http'})`,
+        { cause: failure },
+      ),
+      { endpoint: failure.endpoint },
+    );
   }
 
   async #encode(request: RemoteInferenceRequest): Promise<EncodedRequest> {

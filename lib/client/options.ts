@@ -51,6 +51,8 @@ export const clientOptionsSchema = z.strictObject({
   retry: clientRetrySchema.default(clientRetrySchema.parse({})),
   /** How often an endpoint that failed is checked (`/v2/health/live`) until it answers again. */
   healthCheckIntervalMs: z.number().int().positive().default(1000),
+  /** Where `metrics()` reads Triton's metrics; default: port 8002 of the (first) target's host. */
+  metricsUrl: z.url({ protocol: /^https?$/ }).optional(),
   /** HTTP `dns:///` targets: how often the name is resolved again. */
   resolveIntervalMs: z.number().int().positive().default(30_000),
 });
