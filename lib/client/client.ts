@@ -62,15 +62,17 @@ function asResponse(decoded: DecodedResponse): InferenceResponse {
 function dispose(): void {}
 
 /** The settings of one call: its deadline and signal (timeout and the caller's abort in one). */
-class CallScope {
+export class CallScope {
   readonly call: Call;
   readonly #controller = new AbortController();
   readonly #timer: NodeJS.Timeout | undefined;
   readonly #caller: AbortSignal | undefined;
+  readonly #timeoutMs: number | undefined;
   timedOut = false;
 
   constructor(timeoutMs: number | undefined, signal: AbortSignal | undefined, headers: Record<string, string> | undefined) {
     this.#caller = signal;
+    this.#timeoutMs = timeoutMs;
     if (signal?.aborted) throw new TritonError('CANCELLED', 'the request was aborted before it started', { cause: signal.reason });
     signal?.addEventListener('abort', this, { once: true });
     if (timeoutMs !== undefined) {
@@ -91,9 +93,29 @@ class CallScope {
     this.#controller.abort();
   }
 
+  /** `promise`, or CANCELLED as soon as the call times out or is aborted. */
+  race<T>(promise: Promise<T>): Promise<T> {
+    const signal = this.#controller.signal;
+    if (signal.aborted) return Promise.reject(new TritonError('CANCELLED', 'the call ended'));
+    return new Promise<T>((resolve, reject) => {
+      const onAbort = (): void => reject(new TritonError('CANCELLED', 'the call ended'));
+      signal.addEventListener('abort', onAbort, { once: true });
+      promise.then(
+        (value) => {
+          signal.removeEventListener('abort', onAbort);
+          resolve(value);
+        },
+        (error: unknown) => {
+          signal.removeEventListener('abort', onAbort);
+          reject(error);
+        },
+      );
+    });
+  }
+
   /** The error to report: a timeout or an abort as the in-process API says them. */
-  error(error: unknown, timeoutMs: number | undefined): unknown {
-    if (this.timedOut) return Object.assign(new TritonError('CANCELLED', `the request timed out after ${timeoutMs} ms`, { cause: error }), { endpoint: (error as TritonError).endpoint });
+  error(error: unknown): unknown {
+    if (this.timedOut) return Object.assign(new TritonError('CANCELLED', `the request timed out after ${this.#timeoutMs} ms`, { cause: error }), { endpoint: (error as TritonError).endpoint });
     if (this.#caller?.aborted) return Object.assign(new TritonError('CANCELLED', 'the request was aborted', { cause: this.#caller.reason }), { endpoint: (error as TritonError).endpoint });
     return error;
   }
@@ -187,19 +209,16 @@ export class Client implements InferenceServer, AsyncDisposable {
     return client;
   }
 
-  /** Every endpoint's health route at once; the first to answer wins. */
+  /** Every endpoint's health route is asked at once; the first to answer lets connect() resolve. */
   async #waitForAnEndpoint(): Promise<void> {
     const ms = this.#options.connectTimeoutMs;
-    const scope = new CallScope(ms, undefined, undefined);
-    try {
-      await this.#pool.run((transport) => transport.live(scope.call), true, scope.call.signal, undefined);
-    } catch (error) {
-      const endpoints = this.#pool.endpoints.join(', ') || '(none)';
-      const detail = scope.timedOut ? `no answer within ${ms} ms (connectTimeoutMs)` : (error as Error).message;
-      throw new TritonError('UNAVAILABLE', `could not connect to Triton at ${endpoints}: ${detail}`, { cause: error });
-    } finally {
-      scope.end();
-    }
+    if (await this.#pool.whenHealthy(ms)) return;
+    const endpoints = this.#pool.endpoints.join(', ') || '(none)';
+    const failure = this.#pool.lastFailure;
+    const detail = failure === undefined || (failure instanceof TritonError && failure.code === 'CANCELLED') || (failure as Error).name === 'TimeoutError'
+      ? `no answer within ${ms} ms (connectTimeoutMs)`
+      : (failure as Error).message;
+    throw new TritonError('UNAVAILABLE', `could not connect to Triton at ${endpoints}: ${detail}`, { cause: failure });
   }
 
   /** The endpoints in use now (a `dns:///` HTTP target: one per address). */
@@ -214,15 +233,43 @@ export class Client implements InferenceServer, AsyncDisposable {
 
   /** @internal Runs one call on an endpoint, with the call's deadline and abort, retried when `repeatable`. */
   async run<T>(options: CallOptions | undefined, repeatable: boolean, fn: (transport: Transport, call: Call) => Promise<T>): Promise<T> {
-    const timeoutMs = options?.timeoutMs ?? this.#options.timeoutMs;
-    const scope = new CallScope(timeoutMs, options?.signal, options?.headers);
+    const scope = this.scope(options);
     try {
-      return await this.#pool.run((transport) => fn(transport, scope.call), repeatable, scope.call.signal, scope.call.deadline);
+      return await this.runIn(scope, repeatable, fn);
     } catch (error) {
-      throw scope.error(error, timeoutMs);
+      throw scope.error(error);
     } finally {
       scope.end();
     }
+  }
+
+  /** @internal The deadline and abort of one call (or of several steps that make one call). */
+  scope(options: CallOptions | undefined): CallScope {
+    return new CallScope(options?.timeoutMs ?? this.#options.timeoutMs, options?.signal, options?.headers);
+  }
+
+  /**
+   * @internal Runs `fn` on an endpoint within `scope` (whose owner reports
+   * its errors and ends it). With `attemptTimeoutMs`, an endpoint that does
+   * not answer in that time counts as down: the call moves on to another.
+   */
+  runIn<T>(scope: CallScope, repeatable: boolean, fn: (transport: Transport, call: Call) => Promise<T>, attemptTimeoutMs?: number): Promise<T> {
+    if (attemptTimeoutMs === undefined) return this.#pool.run((transport) => fn(transport, scope.call), repeatable, scope.call.signal, scope.call.deadline);
+    return this.#pool.run(
+      async (transport) => {
+        const attempt = AbortSignal.timeout(attemptTimeoutMs);
+        const signal = AbortSignal.any([scope.call.signal!, attempt]);
+        try {
+          return await fn(transport, { ...scope.call, signal });
+        } catch (error) {
+          if (attempt.aborted && !scope.call.signal!.aborted) throw new ConnectionError(`no answer within ${attemptTimeoutMs} ms`, transport.endpoint, { cause: error });
+          throw error;
+        }
+      },
+      repeatable,
+      scope.call.signal,
+      scope.call.deadline,
+    );
   }
 
   /** Whether the server is live (a server that cannot be reached rejects with UNAVAILABLE). */
@@ -334,17 +381,20 @@ export class Client implements InferenceServer, AsyncDisposable {
   }
 
   /** @internal The data types of a model's inputs, fetched once per model (and version). */
-  inputTypes(name: string, version: number): Promise<Map<string, DataType>> {
+  inputTypes(name: string, version: number, scope: CallScope): Promise<Map<string, DataType>> {
     const key = `${name}\u0000${version}`;
     let types = this.#inputTypes.get(key);
     if (types === undefined) {
-      types = this.run(undefined, true, (t, call) => t.modelMetadata(name, version, call)).then(
+      // Shared by the requests waiting for it, so bound by no one request's deadline: an endpoint
+      // that does not answer within the connect timeout is left for another.
+      const shared = new CallScope(undefined, undefined, undefined);
+      types = this.runIn(shared, true, (t, call) => t.modelMetadata(name, version, call), this.#options.connectTimeoutMs).then(
         (metadata) => new Map(metadata.inputs.map((input) => [input.name, input.datatype])),
       );
       types.catch(() => this.#inputTypes.delete(key));
       this.#inputTypes.set(key, types);
     }
-    return types;
+    return scope.race(types);
   }
 
   #forget(name: string): void {
@@ -423,16 +473,20 @@ export class RemoteModel implements InferenceModel {
 
   /** Runs one inference; resolves with the model's single response. */
   async infer(request: RemoteInferenceRequest): Promise<InferenceResponse> {
-    const encoded = await this.#encode(request);
+    this.#check(request);
     const repeatable = this.#client.options.retry.inference && request.sequence === undefined;
-    let decoded: DecodedResponse;
+    // One deadline for the whole call: the model's metadata (first call only) and the inference.
+    const scope = this.#client.scope(request);
     try {
-      decoded = await this.#client.run(request, repeatable, (t, call) => t.infer(encoded, call));
+      const encoded = await this.#encode(request, scope);
+      const decoded = await this.#client.runIn(scope, repeatable, (t, call) => t.infer(encoded, call));
+      return asResponse(intoBuffers(decoded, request.outputs));
     } catch (error) {
       if (error instanceof TritonError && error.code === 'INVALID_ARG') this.#client.forget(this.name);
-      throw error;
+      throw scope.error(error);
+    } finally {
+      scope.end();
     }
-    return asResponse(intoBuffers(decoded, request.outputs));
   }
 
   /**
@@ -441,7 +495,7 @@ export class RemoteModel implements InferenceModel {
    * Leaving the loop early or aborting cancels the request on the server.
    */
   async *stream(request: RemoteInferenceRequest): AsyncGenerator<InferenceResponse, void, undefined> {
-    const encoded = await this.#encode(request);
+    this.#check(request);
     const queue: InferenceResponse[] = [];
     let failure: unknown;
     let ended = false;
@@ -450,8 +504,7 @@ export class RemoteModel implements InferenceModel {
       wake?.();
       wake = undefined;
     };
-    const timeoutMs = request.timeoutMs ?? this.#client.options.timeoutMs;
-    const scope = new CallScope(timeoutMs, request.signal, request.headers);
+    const scope = this.#client.scope(request);
     let handle: { cancel(): void } | undefined;
     let streaming = true;
     const onAbort = (): void => handle?.cancel();
@@ -459,13 +512,16 @@ export class RemoteModel implements InferenceModel {
       onAbort();
       if (!ended) {
         ended = true;
-        failure = scope.error(new TritonError('CANCELLED', 'the request was cancelled'), timeoutMs);
+        failure = scope.error(new TritonError('CANCELLED', 'the request was cancelled'));
         notify();
       }
     }, { once: true });
     try {
+      const encoded = await this.#encode(request, scope).catch((error: unknown) => {
+        throw scope.error(error);
+      });
       // The stream starts on an endpoint the pool picks; its own failures are not retried.
-      await this.#client.run(undefined, false, async (transport) => {
+      await this.#client.runIn(scope, false, async (transport) => {
         streaming = transport.streaming;
         handle = transport.stream(encoded, scope.call, {
           response: (response) => {
@@ -522,11 +578,14 @@ export class RemoteModel implements InferenceModel {
     );
   }
 
-  async #encode(request: RemoteInferenceRequest): Promise<EncodedRequest> {
+  #check(request: RemoteInferenceRequest): void {
     checkRequest(request, REMOTE_REQUEST_FIELDS);
     checkHeaders('request.headers', request.headers);
+  }
+
+  async #encode(request: RemoteInferenceRequest, scope: CallScope): Promise<EncodedRequest> {
     const version = request.modelVersion ?? this.version;
-    const types = await this.#client.inputTypes(this.name, version);
+    const types = await this.#client.inputTypes(this.name, version, scope);
     const inputs: EncodedInput[] = [];
     let byteLength = 0;
     for (const name of Object.keys(request.inputs)) {

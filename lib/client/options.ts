@@ -1,13 +1,15 @@
 /** Options of `Client.connect` (the zod schema is the source of the types). */
 import { z } from 'zod';
 
+const pem = z.union([z.string(), z.custom<Uint8Array>((value) => value instanceof Uint8Array, { message: 'expected PEM text or bytes' })]);
+
 /** TLS settings: PEM text or bytes, as Node's `tls.connect` takes them. */
 export const clientTlsSchema = z.strictObject({
   /** CA certificates to trust instead of Node's default ones (a self-signed CA). */
-  ca: z.union([z.string(), z.instanceof(Uint8Array)]).optional(),
+  ca: pem.optional(),
   /** Client certificate and key, for mutual TLS. */
-  cert: z.union([z.string(), z.instanceof(Uint8Array)]).optional(),
-  key: z.union([z.string(), z.instanceof(Uint8Array)]).optional(),
+  cert: pem.optional(),
+  key: pem.optional(),
   /** Name the server's certificate must carry, when it is not the target's host. */
   servername: z.string().optional(),
 });

@@ -40,9 +40,36 @@ export class EndpointPool {
   #closed = false;
   observer: AttemptObserver | undefined;
 
+  /** The last failure of a health check, for connect()'s error. */
+  lastFailure: unknown;
+  #healthyWaiters: Array<() => void> = [];
+
   constructor(transports: Transport[], options: ResolvedClientOptions) {
-    this.#members = transports.map((transport) => ({ transport, pending: 0, healthy: true, check: undefined }));
     this.#options = options;
+    this.#members = transports.map((transport) => this.#join(transport));
+  }
+
+  /** A new endpoint is in the pool once its health route has answered. */
+  #join(transport: Transport): Member {
+    const member: Member = { transport, pending: 0, healthy: false, check: undefined };
+    void this.#check(member);
+    return member;
+  }
+
+  /** Resolves once an endpoint is healthy (at once when one is); false after `timeoutMs`. */
+  whenHealthy(timeoutMs: number): Promise<boolean> {
+    if (this.#members.some((member) => member.healthy)) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.#healthyWaiters = this.#healthyWaiters.filter((waiter) => waiter !== done);
+        resolve(false);
+      }, timeoutMs);
+      const done = (): void => {
+        clearTimeout(timer);
+        resolve(true);
+      };
+      this.#healthyWaiters.push(done);
+    });
   }
 
   get endpoints(): string[] {
@@ -107,22 +134,28 @@ export class EndpointPool {
   #markDown(member: Member): void {
     if (!member.healthy || this.#closed) return;
     member.healthy = false;
-    const interval = this.#options.healthCheckIntervalMs;
-    const check = async (): Promise<void> => {
-      member.check = undefined;
-      if (this.#closed || !this.#members.includes(member)) return;
-      try {
-        const deadline = Date.now() + Math.min(interval * 5, this.#options.connectTimeoutMs);
-        if (await member.transport.live({ deadline, signal: undefined, headers: {} })) {
-          member.healthy = true;
-          return;
-        }
-      } catch {
-        // still out
+    member.check = setTimeout(() => void this.#check(member), this.#options.healthCheckIntervalMs).unref();
+  }
+
+  /** One health check (`live`, bounded by the connect timeout); again after the interval until it passes. */
+  async #check(member: Member): Promise<void> {
+    member.check = undefined;
+    if (this.#closed) return;
+    try {
+      const deadline = Date.now() + this.#options.connectTimeoutMs;
+      const signal = AbortSignal.timeout(this.#options.connectTimeoutMs);
+      if (await member.transport.live({ deadline, signal, headers: {} })) {
+        if (this.#closed || !this.#members.includes(member)) return;
+        member.healthy = true;
+        for (const waiter of this.#healthyWaiters.splice(0)) waiter();
+        return;
       }
-      member.check = setTimeout(() => void check(), interval).unref();
-    };
-    member.check = setTimeout(() => void check(), interval).unref();
+      this.lastFailure = new TritonError('UNAVAILABLE', `${member.transport.endpoint} is not live`);
+    } catch (error) {
+      this.lastFailure = error;
+    }
+    if (this.#closed || !this.#members.includes(member)) return;
+    member.check = setTimeout(() => void this.#check(member), this.#options.healthCheckIntervalMs).unref();
   }
 
   /** Replaces the endpoints (a DNS name resolved again): new ones join, gone ones close. */
@@ -135,7 +168,7 @@ export class EndpointPool {
         byEndpoint.delete(endpoint);
         next.push(kept);
       } else {
-        next.push({ transport: make(), pending: 0, healthy: true, check: undefined });
+        next.push(this.#join(make()));
       }
     }
     for (const gone of byEndpoint.values()) this.#retire(gone);

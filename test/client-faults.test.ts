@@ -1,0 +1,314 @@
+/**
+ * Remote mode under faults: bad targets, refused and silent servers, one of
+ * two endpoints down, a server killed mid-stream, 64 MiB tensors, TLS with a
+ * self-signed CA and client certificates, wrong credentials. Each ends in a
+ * clear TritonError within its timeout, never a hang.
+ */
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { createServer, type Server as NetServer, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import * as grpc from '@grpc/grpc-js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Server } from '../lib/index.js';
+import { Client } from '../lib/client/index.js';
+import { serveKServe, type KServeFrontends } from '../lib/kserve/index.js';
+import { MODELS, REPO_ROOT, expectNoRequestsLive, rejection, startServer } from './helpers.js';
+
+const run = promisify(execFile);
+
+let server: Server;
+let frontends: KServeFrontends;
+const small = { INPUT0: { shape: [1, 2], data: new Float32Array([1, 2]) } };
+
+beforeAll(async () => {
+  server = await startServer();
+  for (const name of ['identity_fp32', 'identity_uint8', 'repeat_int32', 'slow']) await server.loadModel(name);
+  frontends = await serveKServe(server, {
+    http: { port: 0 },
+    grpc: { port: 0 },
+    maxBodyBytes: 80 * 1024 * 1024,
+    authorize: ({ headers }) => headers.authorization === undefined || headers.authorization === 'Bearer good',
+  });
+});
+
+afterAll(async () => {
+  await frontends?.close();
+  await server?.stop();
+});
+
+/** A port nothing listens on. */
+async function closedPort(): Promise<number> {
+  const probe = createServer();
+  await new Promise<void>((done) => probe.listen(0, '127.0.0.1', done));
+  const { port } = probe.address() as { port: number };
+  await new Promise<void>((done) => probe.close(() => done()));
+  return port;
+}
+
+/** A TCP server that accepts connections and never says a word. */
+async function silentServer(): Promise<{ port: number; close(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const silent: NetServer = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('error', () => undefined);
+  });
+  await new Promise<void>((done) => silent.listen(0, '127.0.0.1', done));
+  return {
+    port: (silent.address() as { port: number }).port,
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((done) => silent.close(() => done()));
+    },
+  };
+}
+
+async function timed<T>(promise: Promise<T>): Promise<{ value: T; ms: number }> {
+  const started = Date.now();
+  const value = await promise;
+  return { value, ms: Date.now() - started };
+}
+
+describe('targets', () => {
+  it.each([
+    ['ftp://host:21', "unsupported scheme 'ftp:'"],
+    ['grpc://', 'no host'],
+    ['not a url', 'expected grpc://host:port'],
+    ['http://host:8000/v2/models', 'a path, query or fragment is not supported'],
+    ['http://user:secret@host:8000', "put credentials in the 'headers' option"],
+  ])('refuses %s with INVALID_ARG', async (target, message) => {
+    const error = await rejection(Client.connect(target));
+    expect(error.code).toBe('INVALID_ARG');
+    expect(error.message).toContain(message);
+  });
+
+  it('refuses a list that mixes protocols, an empty list and unknown options', async () => {
+    expect((await rejection(Client.connect(['grpc://a:8001', 'http://b:8000']))).message).toContain('mix protocols');
+    expect((await rejection(Client.connect([]))).code).toBe('INVALID_ARG');
+    const options = await rejection(Client.connect('grpc://a:8001', { retries: 3 } as never));
+    expect(options.code).toBe('INVALID_ARG');
+    expect(options.message).toContain('retries');
+  });
+});
+
+describe.each(['grpc', 'http'] as const)('%s', (protocol) => {
+  const url = (port: number) => `${protocol}://127.0.0.1:${port}`;
+  const live = () => url(protocol === 'grpc' ? frontends.grpc!.port : frontends.http!.port);
+
+  it('a refused connection fails connect() within connectTimeoutMs with UNAVAILABLE naming the endpoint and the cause', async () => {
+    const port = await closedPort();
+    const { value: error, ms } = await timed(rejection(Client.connect(url(port), { connectTimeoutMs: 800, healthCheckIntervalMs: 100 })));
+    expect(error.code).toBe('UNAVAILABLE');
+    expect(error.message).toContain(`could not connect to Triton at ${url(port)}: `);
+    expect(error.message).toContain('ECONNREFUSED');
+    expect(ms).toBeGreaterThanOrEqual(700);
+    expect(ms).toBeLessThan(2500);
+  });
+
+  it('a server that accepts and never answers fails connect() after connectTimeoutMs, and is left out beside a live one', async () => {
+    const silent = await silentServer();
+    try {
+      const { value: error, ms } = await timed(rejection(Client.connect(url(silent.port), { connectTimeoutMs: 400 })));
+      expect(error.code).toBe('UNAVAILABLE');
+      expect(error.message).toContain('no answer within 400 ms');
+      expect(ms).toBeLessThan(3000);
+      // Beside a live endpoint, the silent one is left out once it fails to answer: every request succeeds.
+      const client = await Client.connect([url(silent.port), live()], { connectTimeoutMs: 300, healthCheckIntervalMs: 50 });
+      try {
+        const { value: responses, ms: took } = await timed(
+          Promise.all(Array.from({ length: 6 }, (_, i) => client.model('identity_fp32').infer({ inputs: { INPUT0: { shape: [1, 1], data: new Float32Array([i]) } } }))),
+        );
+        expect(responses.map((r) => (r.outputs.OUTPUT0!.data as Float32Array)[0])).toEqual([0, 1, 2, 3, 4, 5]);
+        expect(took).toBeLessThan(3000);
+      } finally {
+        await client.close();
+      }
+    } finally {
+      await silent.close();
+    }
+  });
+
+  it('with one of two endpoints down, every request succeeds on the other', async () => {
+    const down = url(await closedPort());
+    const client = await Client.connect([down, live()], { healthCheckIntervalMs: 50 });
+    try {
+      const responses = await Promise.all(
+        Array.from({ length: 40 }, (_, i) => client.model('identity_fp32').infer({ inputs: { INPUT0: { shape: [1, 1], data: new Float32Array([i]) } } })),
+      );
+      expect(responses.map((r) => (r.outputs.OUTPUT0!.data as Float32Array)[0])).toEqual(Array.from({ length: 40 }, (_, i) => i));
+      expect(client.endpoints).toEqual([down, live()]);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('carries a 60 MiB tensor both ways, and refuses one over maxMessageBytes before sending it', async () => {
+    const client = await Client.connect(live(), { maxMessageBytes: 72 * 1024 * 1024 });
+    try {
+      const data = new Uint8Array(60 * 1024 * 1024);
+      for (let i = 0; i < data.length; i += 4096) data[i] = i / 4096;
+      const response = await client.model('identity_uint8').infer({ inputs: { INPUT0: { shape: [1, data.length], data } } });
+      const out = response.outputs.OUTPUT0!.data as Uint8Array;
+      expect(out.length).toBe(data.length);
+      expect(Buffer.compare(Buffer.from(out.buffer, out.byteOffset, out.byteLength), Buffer.from(data.buffer))).toBe(0);
+      const tooBig = await rejection(client.model('identity_uint8').infer({ inputs: { INPUT0: { shape: [1, 73 * 1024 * 1024], data: new Uint8Array(73 * 1024 * 1024) } } }));
+      expect(tooBig.code).toBe('INVALID_ARG');
+      expect(tooBig.message).toContain('more than maxMessageBytes (75497472)');
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('sends the headers of the client and of the call; wrong credentials are refused', async () => {
+    const good = await Client.connect(live(), { headers: { authorization: 'Bearer good' } });
+    const bad = await Client.connect(live());
+    try {
+      expect((await good.model('identity_fp32').infer({ inputs: small })).outputs.OUTPUT0!.size).toBe(2);
+      const refused = await rejection(bad.model('identity_fp32').infer({ inputs: small, headers: { authorization: 'Bearer wrong' } }));
+      expect(refused.code).toBe('UNAVAILABLE');
+      expect(refused.message).toContain('permission denied');
+      expect(refused.endpoint).toBe(live());
+      const refusedCall = await rejection(bad.metadata({ headers: { authorization: 'Bearer wrong' } }));
+      expect(refusedCall.message).toContain('permission denied');
+    } finally {
+      await good.close();
+      await bad.close();
+    }
+  });
+
+  it('a closed client refuses calls with UNAVAILABLE', async () => {
+    const client = await Client.connect(live());
+    await client.close();
+    await client.close();
+    const error = await rejection(client.live());
+    expect(error.code).toBe('UNAVAILABLE');
+    expect(error.message).toContain('closed');
+  });
+});
+
+describe('a server killed under the client', () => {
+  let child: ChildProcess;
+  let ports: { grpc: number; http: number };
+
+  beforeAll(async () => {
+    child = spawn(process.execPath, ['--import', 'tsx', resolve(import.meta.dirname, 'fixtures/kserve-process.ts'), MODELS], {
+      cwd: REPO_ROOT,
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    ports = await new Promise((done, fail) => {
+      let text = '';
+      child.stdout!.on('data', (chunk: Buffer) => {
+        text += chunk.toString();
+        if (text.includes('\n')) done(JSON.parse(text.split('\n')[0]!));
+      });
+      child.once('exit', (code) => fail(new Error(`the server process exited (${code})`)));
+    });
+  }, 30_000);
+
+  afterAll(() => {
+    child?.kill('SIGKILL');
+  });
+
+  it('a stream rejects promptly with UNAVAILABLE, an infer too, and nothing stays pending', async () => {
+    const client = await Client.connect(`grpc://127.0.0.1:${ports.grpc}`);
+    const http = await Client.connect(`http://127.0.0.1:${ports.http}`);
+    try {
+      const seen: number[] = [];
+      const streaming = (async () => {
+        for await (const response of client.model('repeat_int32').stream({
+          inputs: { IN: new Int32Array(Array.from({ length: 100 }, (_, i) => i)), DELAY_MS: new Uint32Array([100]) },
+        })) {
+          seen.push((response.outputs.OUT!.data as Int32Array)[0]!);
+          if (seen.length === 2) child.kill('SIGKILL');
+        }
+      })();
+      const { value: error, ms } = await timed(rejection(streaming));
+      expect(error.code).toBe('UNAVAILABLE');
+      expect(error.endpoint).toBe(`grpc://127.0.0.1:${ports.grpc}`);
+      expect(seen.length).toBeGreaterThanOrEqual(2);
+      expect(seen.length).toBeLessThan(10);
+      expect(ms).toBeLessThan(3000);
+      const after = await rejection(http.model('identity_fp32').infer({ inputs: small, timeoutMs: 5000 }));
+      expect(after.code).toBe('UNAVAILABLE');
+      expect((await rejection(client.live({ timeoutMs: 5000 }))).code).toBe('UNAVAILABLE');
+    } finally {
+      await client.close();
+      await http.close();
+    }
+  });
+});
+
+describe('TLS', () => {
+  let dir: string;
+  let tlsFrontends: KServeFrontends;
+  let ca: Buffer;
+  let clientCert: Buffer;
+  let clientKey: Buffer;
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'client-tls-'));
+    const at = (name: string) => join(dir, name);
+    const openssl = (...args: string[]) => run('openssl', args, { cwd: dir });
+    await openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=test CA', '-keyout', at('ca.key'), '-out', at('ca.pem'));
+    for (const [name, subject, ext] of [
+      ['server', '/CN=localhost', 'subjectAltName=IP:127.0.0.1,DNS:localhost'],
+      ['client', '/CN=client', 'extendedKeyUsage=clientAuth'],
+    ] as const) {
+      await openssl('req', '-newkey', 'rsa:2048', '-nodes', '-subj', subject, '-keyout', at(`${name}.key`), '-out', at(`${name}.csr`));
+      await run('sh', ['-c', `printf '%s\\n' '${ext}' > ${name}.ext`], { cwd: dir });
+      await openssl('x509', '-req', '-in', at(`${name}.csr`), '-CA', at('ca.pem'), '-CAkey', at('ca.key'), '-CAcreateserial', '-days', '1', '-extfile', at(`${name}.ext`), '-out', at(`${name}.pem`));
+    }
+    ca = await readFile(at('ca.pem'));
+    const key = await readFile(at('server.key'));
+    const cert = await readFile(at('server.pem'));
+    clientCert = await readFile(at('client.pem'));
+    clientKey = await readFile(at('client.key'));
+    tlsFrontends = await serveKServe(server, {
+      // Mutual TLS: the client must show a certificate of the CA.
+      http: { port: 0, tls: { key, cert, ca, requestCert: true, rejectUnauthorized: true } },
+      grpc: { port: 0, credentials: grpc.ServerCredentials.createSsl(ca, [{ private_key: key, cert_chain: cert }], true) },
+    });
+  }, 30_000);
+
+  afterAll(async () => {
+    await tlsFrontends?.close();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it.each([
+    ['https', () => `https://127.0.0.1:${tlsFrontends.http!.port}`],
+    ['grpcs', () => `grpcs://127.0.0.1:${tlsFrontends.grpc!.port}`],
+  ])('%s: mutual TLS with a self-signed CA works; a client without the CA or its certificate fails clearly', async (_, target) => {
+    const client = await Client.connect(target(), { tls: { ca, cert: clientCert, key: clientKey, servername: 'localhost' } });
+    try {
+      const response = await client.model('identity_fp32').infer({ inputs: small });
+      expect(Array.from(response.outputs.OUTPUT0!.data as Float32Array)).toEqual([1, 2]);
+    } finally {
+      await client.close();
+    }
+    const untrusted = await rejection(Client.connect(target(), { connectTimeoutMs: 3000 }));
+    expect(untrusted.code).toBe('UNAVAILABLE');
+    expect(untrusted.message).toMatch(/could not connect.*(certificate|TLS|self.signed|SSL)/i);
+    const noCert = await rejection(Client.connect(target(), { connectTimeoutMs: 3000, tls: { ca, servername: 'localhost' } }));
+    expect(noCert.code).toBe('UNAVAILABLE');
+  });
+});
+
+it('a client-only program loads no native addon', async () => {
+  const script = `
+    const loaded = [];
+    const dlopen = process.dlopen;
+    process.dlopen = (module, file, ...rest) => { loaded.push(file); return dlopen(module, file, ...rest); };
+    const { Client } = await import(${JSON.stringify(resolve(REPO_ROOT, 'lib/client/index.ts'))});
+    await Client.connect('grpc://127.0.0.1:1', { connectTimeoutMs: 200, retry: { attempts: 1 } }).catch(() => undefined);
+    process.stdout.write(JSON.stringify(loaded.filter((file) => !file.includes('node_modules'))));
+  `;
+  const { stdout } = await run(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: REPO_ROOT, timeout: 20_000 });
+  expect(JSON.parse(stdout)).toEqual([]);
+});
+
+it('leaves no request alive in the in-process server behind the front ends', async () => {
+  await expectNoRequestsLive(5000);
+});
