@@ -10,7 +10,8 @@ import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { buildService, type Service } from '../examples/service/server.js';
-import { formatModelConfig, parseModelConfig } from '../lib/index.js';
+import { Server, formatModelConfig, parseModelConfig } from '../lib/index.js';
+import { serveKServe, type KServeFrontends } from '../lib/kserve/index.js';
 import { REPO_ROOT } from './helpers.js';
 
 const SERVER = resolve(REPO_ROOT, 'examples/service/server.ts');
@@ -71,6 +72,49 @@ function postAnnounced(url: string, contentLength: number, contentType: string):
 
 const scoresBody = z.object({ scores: z.array(z.number().min(-1).max(1)) });
 const top5Body = z.object({ top5: z.array(z.object({ label: z.string(), probability: z.number() })).length(5) });
+
+describe('service in remote mode (TRITON_URL)', () => {
+  let triton: Server;
+  let frontends: KServeFrontends;
+  beforeAll(async () => {
+    triton = await Server.start({ modelRepository: resolve(REPO_ROOT, 'examples/model_repository'), modelControlMode: 'explicit', log: { info: false } });
+    await triton.loadModel('text_processor');
+    await triton.loadModel('pipeline');
+    frontends = await serveKServe(triton, { grpc: { port: 0 }, http: { port: 0 }, metrics: { port: 0 } });
+  }, 60_000);
+  afterAll(async () => {
+    await frontends?.close();
+    await triton?.stop();
+  });
+
+  it.each(['grpc', 'http'] as const)('serves the same routes from a Triton reached over %s, and exits 0 on SIGTERM', async (protocol) => {
+    const port = protocol === 'grpc' ? frontends.grpc!.port : frontends.http!.port;
+    const service = await startService({
+      TRITON_URL: `${protocol}://127.0.0.1:${port}`,
+      TRITON_METRICS_URL: `http://127.0.0.1:${frontends.metrics!.port}/metrics`,
+    });
+    try {
+      const [before] = await triton.model('text_processor').statistics();
+      const scored = await post(`${service.url}/v1/sentiment`, JSON.stringify({ texts: ['what a wonderful day', 'this is awful'] }), 'application/json');
+      expect(scored.status).toBe(200);
+      const { scores } = scoresBody.parse(scored.body);
+      expect(scores[0]).toBeGreaterThan(0);
+      expect(scores[1]).toBeLessThan(0);
+      // The texts were scored by the Triton behind the front ends, not one in the service's process.
+      const [after] = await triton.model('text_processor').statistics();
+      expect(after!.inference_count - before!.inference_count).toBe(2);
+      const jpeg = await readFile(resolve(REPO_ROOT, 'examples/images/sky.jpg'));
+      const classified = await post(`${service.url}/v1/classify`, jpeg, 'image/jpeg');
+      expect(top5Body.parse(classified.body).top5[0]!.label).toBe('blue');
+      expect((await fetch(`${service.url}/healthz/ready`)).status).toBe(200);
+      const metrics = await fetch(`${service.url}/metrics`);
+      expect(await metrics.text()).toMatch(/^nv_inference_request_success\{model="text_processor",version="1"\} \d+$/m);
+    } finally {
+      service.child.kill('SIGTERM');
+    }
+    expect(await service.exited).toBe(0);
+  });
+});
 
 describe('service over HTTP', () => {
   let service: Running;
@@ -289,7 +333,7 @@ describe('service error mapping (in-process)', () => {
     expect(failed.statusCode).toBe(500);
     expect(failed.json()).toEqual({ error: expect.stringContaining('lexicon is gone'), code: 'INTERNAL' });
 
-    await service.server.stop();
+    await (service.server as Server).stop();
     const stopped = await service.app.inject({ method: 'POST', url: '/v1/sentiment', payload: { texts: ['hello'] } });
     expect(stopped.statusCode).toBe(503);
     expect(stopped.json()).toMatchObject({ code: 'UNAVAILABLE' });

@@ -10,6 +10,12 @@
 // package's own search), DYNAMIC_BATCHING=off to load text_processor without
 // its dynamic batcher (for comparisons, see bench.ts).
 //
+// Remote mode: with TRITON_URL set (grpc://host:8001, http://host:8000, a
+// comma-separated list, or dns:///name:8001) the same routes call a Triton
+// server or fleet through tritonserver-node/client instead of starting Triton
+// in this process; nothing else in this file changes. TRITON_METRICS_URL
+// (default: port 8002 of the first target) is where /metrics reads from.
+//
 // Routes:
 //   POST /v1/sentiment  {"texts": ["...", ...]}  → {"scores": [0.91, -0.46]}
 //   POST /v1/classify   image/jpeg|png|webp body, or application/octet-stream
@@ -27,7 +33,8 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import sharp from 'sharp';
 import { z } from 'zod';
-import { Server, TritonError, parseModelConfig, type Model } from 'tritonserver-node';
+import { Server, TritonError, parseModelConfig, type InferenceModel, type InferenceServer } from 'tritonserver-node';
+import { Client } from 'tritonserver-node/client';
 
 const DEFAULT_REPOSITORY = fileURLToPath(new URL('../model_repository', import.meta.url));
 
@@ -50,12 +57,17 @@ export const serviceOptionsSchema = z.object({
   dynamicBatching: z.boolean().default(true),
   /** Fastify's request log. */
   logger: z.boolean().default(false),
+  /** Remote mode: call Triton at this target (or these, comma-separated) instead of starting it in-process. */
+  tritonUrl: z.string().min(1).optional(),
+  /** Remote mode: where /metrics reads Triton's metrics (default: port 8002 of the first target). */
+  metricsUrl: z.string().url().optional(),
 });
 export type ServiceOptions = z.input<typeof serviceOptionsSchema>;
 
 export interface Service {
   app: FastifyInstance;
-  server: Server;
+  /** The in-process `Server`, or the remote `Client` in remote mode: the routes use only what both share. */
+  server: InferenceServer;
   /** Graceful: stops accepting, waits for requests in flight, then stops Triton. */
   close(): Promise<void>;
 }
@@ -105,11 +117,54 @@ function clientGone(reply: FastifyReply): AbortSignal {
   return controller.signal;
 }
 
-async function loadSentimentModel(server: Server, repository: string, name: string, dynamicBatching: boolean): Promise<Model> {
+async function loadSentimentModel(server: Server, repository: string, name: string, dynamicBatching: boolean): Promise<InferenceModel> {
   if (dynamicBatching) return server.loadModel(name);
   // The repository's config minus its batcher, sent as a load-time override.
   const { dynamic_batching: _off, ...config } = parseModelConfig(await readFile(join(repository, name, 'config.pbtxt'), 'utf8'));
   return server.loadModel(name, { config });
+}
+
+interface Backend {
+  server: InferenceServer;
+  sentiment: InferenceModel;
+  classifier: InferenceModel;
+  /** Stops Triton (in-process) or closes the connections (remote). */
+  release(): Promise<unknown>;
+}
+
+/** Triton in this process, the models loaded from the repository. */
+async function inProcess(options: z.output<typeof serviceOptionsSchema>): Promise<Backend> {
+  const server = await Server.start({
+    modelRepository: options.modelRepository,
+    modelControlMode: 'explicit',
+    modelLoadRetryCount: 0, // a broken model fails the start instead of being retried forever
+    ...(options.libraryPath ? { libraryPath: options.libraryPath } : {}),
+    log: { info: false },
+  });
+  try {
+    const sentiment = await loadSentimentModel(server, options.modelRepository, options.sentimentModel, options.dynamicBatching);
+    const classifier = await server.loadModel(options.classifyModel); // an ensemble loads its steps too
+    return { server, sentiment, classifier, release: () => server.stop() };
+  } catch (error) {
+    await server.stop();
+    throw error;
+  }
+}
+
+/** A remote Triton (or fleet) that serves the models; loaded there if they are not yet (explicit model control). */
+async function remote(options: z.output<typeof serviceOptionsSchema>, url: string): Promise<Backend> {
+  const targets = url.split(',').map((target) => target.trim());
+  const client = await Client.connect(targets, options.metricsUrl === undefined ? {} : { metricsUrl: options.metricsUrl });
+  try {
+    const model = async (name: string): Promise<InferenceModel> => {
+      const handle = client.model(name);
+      return (await handle.ready()) ? handle : client.loadModel(name);
+    };
+    return { server: client, sentiment: await model(options.sentimentModel), classifier: await model(options.classifyModel), release: () => client.close() };
+  } catch (error) {
+    await client.close();
+    throw error;
+  }
 }
 
 export async function buildService(input: ServiceOptions = {}): Promise<Service> {
@@ -119,22 +174,7 @@ export async function buildService(input: ServiceOptions = {}): Promise<Service>
     .map((line) => line.trim())
     .filter((line) => line !== '');
 
-  const server = await Server.start({
-    modelRepository: options.modelRepository,
-    modelControlMode: 'explicit',
-    modelLoadRetryCount: 0, // a broken model fails the start instead of being retried forever
-    ...(options.libraryPath ? { libraryPath: options.libraryPath } : {}),
-    log: { info: false },
-  });
-  let sentiment: Model;
-  let classifier: Model;
-  try {
-    sentiment = await loadSentimentModel(server, options.modelRepository, options.sentimentModel, options.dynamicBatching);
-    classifier = await server.loadModel(options.classifyModel); // an ensemble loads its steps too
-  } catch (error) {
-    await server.stop();
-    throw error;
-  }
+  const { server, sentiment, classifier, release } = options.tritonUrl === undefined ? await inProcess(options) : await remote(options, options.tritonUrl);
 
   const app = Fastify({ logger: options.logger, bodyLimit: options.bodyLimitBytes });
   // Image bodies arrive as one Buffer; JSON keeps Fastify's own parser.
@@ -226,7 +266,7 @@ export async function buildService(input: ServiceOptions = {}): Promise<Service>
   });
 
   app.get('/healthz/ready', async (_request, reply) => {
-    const ready = !server.stopped && (await server.ready()) && (await sentiment.ready()) && (await classifier.ready());
+    const ready = !closing && (await server.ready()) && (await sentiment.ready()) && (await classifier.ready());
     return reply.code(ready ? 200 : 503).send({ ready });
   });
 
@@ -245,7 +285,7 @@ export async function buildService(input: ServiceOptions = {}): Promise<Service>
       try {
         await app.close(); // stops accepting; waits for the requests in flight
       } finally {
-        await server.stop();
+        await release();
       }
     })());
   return { app, server, close };
@@ -256,6 +296,8 @@ async function main(): Promise<void> {
   const host = process.env.HOST ?? '127.0.0.1';
   const service = await buildService({
     ...(process.env.MODEL_REPOSITORY ? { modelRepository: process.env.MODEL_REPOSITORY } : {}),
+    ...(process.env.TRITON_URL ? { tritonUrl: process.env.TRITON_URL } : {}),
+    ...(process.env.TRITON_METRICS_URL ? { metricsUrl: process.env.TRITON_METRICS_URL } : {}),
     dynamicBatching: process.env.DYNAMIC_BATCHING !== 'off',
   });
   for (const signal of ['SIGTERM', 'SIGINT'] as const) {
