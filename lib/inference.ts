@@ -42,6 +42,12 @@ export interface OutputBufferSpec {
    * memory of its own, as without `data`.
    */
   ifTooSmall?: 'error' | 'allocate';
+  /**
+   * Triton's classification extension: instead of the output, its top `k`
+   * values per batch row, as BYTES `"<value>:<index>"` (remote servers add
+   * `:<label>` where the model has a label file). Not with `data`.
+   */
+  classification?: number;
 }
 
 export interface InferenceRequest {

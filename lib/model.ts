@@ -1,7 +1,9 @@
 /** `Model`: a handle on one model (and version) of a server. */
 import { checkInteger, checkName } from './check.js';
 import { TritonError } from './errors.js';
-import type { Inference, InferenceRequest, InferenceResponse } from './inference.js';
+import { classificationTensor } from './classification.js';
+import type { Inference, InferenceRequest, InferenceResponse, OutputBufferSpec } from './inference.js';
+import { checkRequest } from './request-check.js';
 import { parseModelConfigJson, type ModelConfig } from './model-config.js';
 import type { NativeServer } from './native.js';
 import type { DataType } from './tensor.js';
@@ -40,6 +42,37 @@ export interface ModelTransactionProperties {
 }
 
 export type { ModelStatistics } from './observability/statistics.js';
+
+/** Outputs asked for as classifications (name → k), or undefined for none (the common case, checked cheaply). */
+function classifications(request: InferenceRequest): Map<string, number> | undefined {
+  const outputs = request?.outputs;
+  if (outputs === undefined || Array.isArray(outputs) || typeof outputs !== 'object' || outputs === null) return undefined;
+  let found: Map<string, number> | undefined;
+  for (const name in outputs) {
+    const k = (outputs[name] as OutputBufferSpec | undefined)?.classification;
+    if (k !== undefined) (found ??= new Map()).set(name, k);
+  }
+  return found;
+}
+
+/** The request as Triton gets it: classified outputs requested plainly (checked first, with the rest). */
+function withoutClassification(request: InferenceRequest): InferenceRequest {
+  checkRequest(request);
+  const outputs: Record<string, OutputBufferSpec> = {};
+  for (const [name, spec] of Object.entries(request.outputs as Record<string, OutputBufferSpec>)) {
+    const { classification: _, ...rest } = spec;
+    outputs[name] = rest;
+  }
+  return { ...request, outputs };
+}
+
+function classified(response: InferenceResponse, classes: Map<string, number>, batched: boolean): InferenceResponse {
+  for (const [name, k] of classes) {
+    const tensor = response.outputs[name];
+    if (tensor !== undefined) response.outputs[name] = classificationTensor(tensor, k, batched);
+  }
+  return response;
+}
 
 const BATCH_FIRST_DIM = 2;
 const TXN_ONE_TO_ONE = 1;
@@ -106,7 +139,9 @@ export class Model implements InferenceModel {
 
   /** Runs one inference; resolves with the model's single response. */
   infer(request: InferenceRequest): Promise<InferenceResponse> {
-    return this.#inference.infer(this.name, this.version, request);
+    const classes = classifications(request);
+    if (classes === undefined) return this.#inference.infer(this.name, this.version, request);
+    return this.#classifyInfer(request, classes);
   }
 
   /**
@@ -114,6 +149,25 @@ export class Model implements InferenceModel {
    * number; others exactly one). Leaving the loop early cancels the request.
    */
   stream(request: InferenceRequest): AsyncIterable<InferenceResponse> {
-    return this.#inference.stream(this.name, this.version, request);
+    const classes = classifications(request);
+    if (classes === undefined) return this.#inference.stream(this.name, this.version, request);
+    return this.#classifyStream(request, classes);
+  }
+
+  async #classifyInfer(request: InferenceRequest, classes: Map<string, number>): Promise<InferenceResponse> {
+    const [batched, response] = await Promise.all([this.#batched(), this.#inference.infer(this.name, this.version, withoutClassification(request))]);
+    return classified(response, classes, batched);
+  }
+
+  async *#classifyStream(request: InferenceRequest, classes: Map<string, number>): AsyncGenerator<InferenceResponse, void, undefined> {
+    const batched = await this.#batched();
+    for await (const response of this.#inference.stream(this.name, this.version, withoutClassification(request))) {
+      yield classified(response, classes, batched);
+    }
+  }
+
+  /** Whether the first dimension is the batch (classification ranks per batch row). */
+  async #batched(): Promise<boolean> {
+    return ((await this.config()).max_batch_size ?? 0) > 0;
   }
 }

@@ -29,7 +29,7 @@ export const REQUEST_FIELDS: ReadonlySet<string> = new Set([
   'trace',
 ]);
 const SEQUENCE_FIELDS: ReadonlySet<string> = new Set(['id', 'start', 'end']);
-const OUTPUT_SPEC_FIELDS: ReadonlySet<string> = new Set(['data', 'ifTooSmall']);
+const OUTPUT_SPEC_FIELDS: ReadonlySet<string> = new Set(['data', 'ifTooSmall', 'classification']);
 const TRACE_FIELDS: ReadonlySet<string> = new Set(['tracer', 'onTrace']);
 /** setTimeout's limit; a longer delay would fire at once. */
 const MAX_TIMEOUT_MS = 2 ** 31 - 1;
@@ -59,6 +59,10 @@ export function checkRequest(request: unknown, known: ReadonlySet<string> = REQU
         }
         if (spec.ifTooSmall !== undefined && spec.ifTooSmall !== 'error' && spec.ifTooSmall !== 'allocate') {
           throw invalidParameterError(`${label}.ifTooSmall`, "'error' or 'allocate'", spec.ifTooSmall);
+        }
+        if (spec.classification !== undefined) {
+          checkInteger(`${label}.classification`, spec.classification, 1);
+          if (spec.data !== undefined) throw invalidParameterError(`${label}.data`, 'no buffer for a classification (it is BYTES)', spec.data);
         }
       }
     }

@@ -177,6 +177,19 @@ describe.each(variants)('$name', (variant) => {
     expect(small.code).toBe('INVALID_ARG');
   });
 
+  it('classifies an output (Triton classification extension) as top-k "value:index" strings', async () => {
+    const response = await triton.model('add_sub').infer({
+      inputs: { INPUT0: new Float32Array([1, 5, 3, 2]), INPUT1: new Float32Array([0.5, 0.5, 0.5, 0.5]) },
+      outputs: { OUTPUT0: { classification: 2 }, OUTPUT1: {} },
+    });
+    expect(response.outputs.OUTPUT0!.datatype).toBe('BYTES');
+    expect(response.outputs.OUTPUT0!.shape).toEqual([2]);
+    expect(response.outputs.OUTPUT0!.strings()).toEqual(['5.500000:1', '3.500000:2']);
+    expect(Array.from(response.outputs.OUTPUT1!.data as Float32Array)).toEqual([0.5, 4.5, 2.5, 1.5]);
+    const bad = await rejection(triton.model('add_sub').infer({ inputs: { INPUT0: new Float32Array(4), INPUT1: new Float32Array(4) }, outputs: { OUTPUT0: { classification: 0 } } }));
+    expect(bad.code).toBe('INVALID_ARG');
+  });
+
   it('sends id, parameters, sequence and timeout through, and gets response parameters back', async () => {
     const name = `echo_${variant.name.replace(/\W/g, '_')}`;
     const model = await triton.loadModel(name, { config: { ...ECHO_CONFIG, name }, files: { '1/model.py': ECHO_SOURCE } });

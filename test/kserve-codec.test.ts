@@ -1,8 +1,8 @@
 // The KServe codec on its own: no server, no sockets.
 import { describe, expect, it } from 'vitest';
 import { TritonError, Tensor } from '../lib/index.js';
+import { classify } from '../lib/classification.js';
 import {
-  classify,
   decodeHttpInferRequest,
   encodeHttpInferResponse,
   requestFromParts,

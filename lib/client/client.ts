@@ -613,9 +613,12 @@ export class RemoteModel implements InferenceModel {
       if (sequence.start === true) parameters[start] = true;
       if (sequence.end === true) parameters[end] = true;
     }
-    const outputs = request.outputs === undefined
+    const requested = request.outputs;
+    const outputs = requested === undefined
       ? undefined
-      : (Array.isArray(request.outputs) ? request.outputs : Object.keys(request.outputs)).map((name) => ({ name, classification: undefined }));
+      : Array.isArray(requested)
+        ? requested.map((name) => ({ name, classification: undefined }))
+        : Object.keys(requested).map((name) => ({ name, classification: requested[name]!.classification }));
     return { model: this.name, version, id: request.id ?? '', parameters, inputs, outputs, byteLength };
   }
 }

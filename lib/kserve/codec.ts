@@ -9,6 +9,7 @@
 import { Buffer } from 'node:buffer';
 import { isObject } from '../check.js';
 import { TritonError } from '../errors.js';
+import { classify } from '../classification.js';
 import type { InferenceRequest, InferenceResponse } from '../inference.js';
 import {
   DATA_TYPE_INFO,
@@ -306,33 +307,6 @@ export function tensorJsonData(tensor: Tensor): string {
       return `[${parts.join(',')}]`;
     }
   }
-}
-
-/**
- * Triton's classification extension: the top `k` values per batch row as
- * BYTES `"<value>:<index>"` strings (no labels: the model's label file is not
- * visible through the in-process API).
- */
-export function classify(tensor: Tensor, k: number, batched: boolean): { shape: number[]; strings: string[] } {
-  if (tensor.datatype === 'BYTES' || tensor.datatype === 'FP16' || tensor.datatype === 'BF16') {
-    throw invalid(`classification is not supported for output '${tensor.name}' of type ${tensor.datatype}`);
-  }
-  const values = tensor.toArray() as Array<number | bigint | boolean>;
-  const rows = batched ? (tensor.shape[0] ?? 1) : 1;
-  const perRow = rows === 0 ? 0 : values.length / rows;
-  const count = Math.min(k, perRow);
-  const strings: string[] = [];
-  for (let row = 0; row < rows; row++) {
-    const indices = Array.from({ length: perRow }, (_, i) => i);
-    const value = (i: number): number => Number(values[row * perRow + i]);
-    indices.sort((a, b) => value(b) - value(a) || a - b);
-    for (const index of indices.slice(0, count)) {
-      const v = values[row * perRow + index];
-      const text = tensor.datatype === 'FP32' || tensor.datatype === 'FP64' ? (v as number).toFixed(6) : String(Number(v));
-      strings.push(`${text}:${index}`);
-    }
-  }
-  return { shape: batched ? [rows, count] : [count], strings };
 }
 
 /** A response encoded for HTTP: the JSON header and the binary parts after it. */

@@ -12,7 +12,6 @@ import { encodeBytes, type DataType, type TensorInit } from '../tensor.js';
 import {
   checkDatatype,
   checkShape,
-  classify,
   requestFromParts,
   tensorBytes,
   tensorFromBytes,
@@ -24,6 +23,7 @@ import {
 } from './codec.js';
 import { loadOptions } from './http.js';
 import type { ResolvedProtocolOptions } from './options.js';
+import { classify } from '../classification.js';
 import { loadGrpcService } from './proto.js';
 import { bigintsAsStrings, Tracker, tritonErrorCode } from './shared.js';
 
