@@ -77,6 +77,7 @@ export {
   type MetricsHandler,
   type MetricsHandlerOptions,
   type MetricsRegistryLike,
+  type MetricsSource,
   type ReplyLike,
 } from './observability/handler.js';
 export {

@@ -49,8 +49,25 @@ const TRITON_FAMILIES = new Set([
   'nv_energy_consumption',
 ]);
 
+/** Triton's own ports and health routes (KServe v2). */
+const TRITON = {
+  http: 8000,
+  grpc: 8001,
+  metrics: 8002,
+  ready: '/v2/health/ready',
+  live: '/v2/health/live',
+};
+
 // Parsed YAML/JSON, checked field by field by the assertions.
 type Doc = Record<string, any>;
+
+/** The value of `--name=value` in a command line (the last one wins, as in Triton). */
+function flag(argv: string[], name: string): string | undefined {
+  return argv
+    .filter((a) => a.startsWith(`--${name}=`))
+    .map((a) => a.slice(name.length + 3))
+    .at(-1);
+}
 
 function read(path: string): string {
   return readFileSync(join(REPO_ROOT, path), 'utf8');
@@ -101,6 +118,8 @@ describe('YAML', () => {
       expect.arrayContaining([
         'deploy/kubernetes/deployment.yaml',
         'deploy/kubernetes/gpu/gpu-patch.yaml',
+        'deploy/kubernetes/fleet/kustomization.yaml',
+        'deploy/kubernetes/fleet/prometheus-adapter-rules.yaml',
         'deploy/prometheus/prometheus.yml',
         'deploy/grafana/provisioning/datasources/prometheus.yml',
       ]),
@@ -178,6 +197,42 @@ describe('docker compose', () => {
     expect(gpu.deploy.resources.reservations.devices).toEqual([{ driver: 'nvidia', count: 'all', capabilities: ['gpu'] }]);
     // `docker compose up` without flags picks the cpu profile.
     expect(read('.env')).toMatch(/^COMPOSE_PROFILES=cpu$/m);
+  });
+
+  it('runs a Triton server and the service calling it over gRPC as the remote profile', () => {
+    const triton = compose.services.triton;
+    const remote = compose.services['service-remote'];
+    expect(triton.profiles).toEqual(['remote']);
+    expect(remote.profiles).toEqual(['remote']);
+    expect(read('docker-compose.yml')).toMatch(/^#\s+COMPOSE_PROFILES=remote docker compose up$/m);
+
+    expect(triton.image).toBe('nvcr.io/nvidia/tritonserver:${TRITON_VERSION:-25.07}-py3');
+    const argv = triton.command as string[];
+    expect(argv[0]).toBe('tritonserver');
+    const repository = flag(argv, 'model-repository');
+    expect(triton.volumes).toContain(`./examples/model_repository:${repository}:ro`);
+    expect(triton.ports).toContain(`${TRITON.grpc}:${TRITON.grpc}`);
+    expect(triton.shm_size).toBeDefined();
+    const check = (triton.healthcheck.test as string[]).join(' ');
+    expect(check).toMatch(/\bcurl -f\b/);
+    expect(check).toContain(`localhost:${TRITON.http}${TRITON.ready}`);
+
+    // The service as in the other profiles, pointed at the triton container.
+    const cpu = compose.services['service-cpu'];
+    expect(remote.image).toBe(cpu.image);
+    expect(remote.build).toEqual(cpu.build);
+    expect(remote.ports).toEqual([`${SERVICE.port}:${SERVICE.port}`]);
+    expect(remote.networks.default.aliases).toEqual(['service']);
+    expect(remote.environment).toMatchObject({ HOST: '0.0.0.0', PORT: String(SERVICE.port) });
+    const target = new URL(remote.environment.TRITON_URL);
+    expect(target.protocol).toBe('grpc:');
+    expect(target.hostname).toBe('triton');
+    expect(Number(target.port)).toBe(TRITON.grpc);
+    const metrics = new URL(remote.environment.TRITON_METRICS_URL);
+    expect([metrics.hostname, Number(metrics.port), metrics.pathname]).toEqual(['triton', TRITON.metrics, '/metrics']);
+    expect(remote.depends_on).toEqual({ triton: { condition: 'service_healthy' } });
+    // The other profiles stay in-process.
+    for (const name of ['service-cpu', 'service-gpu']) expect(compose.services[name].environment.TRITON_URL).toBeUndefined();
   });
 
   it('runs Prometheus scraping the service and Grafana with the dashboard provisioned', () => {
@@ -271,6 +326,170 @@ describe('Kubernetes', () => {
     expect(patched.name).toBe(container.name);
     expect(patched.resources.limits['nvidia.com/gpu']).toBe(1);
     expect(container.resources.limits?.['nvidia.com/gpu']).toBeUndefined();
+  });
+});
+
+describe('fleet (remote mode)', () => {
+  const dir = 'deploy/kubernetes/fleet';
+  const kustomization = one(`${dir}/kustomization.yaml`);
+  const triton = one(`${dir}/triton-deployment.yaml`);
+  const tritonPod = triton.spec.template.spec;
+  const tritonContainer = tritonPod.containers[0];
+  const tritonService = one(`${dir}/triton-service.yaml`);
+  const deployment = one(`${dir}/service-deployment.yaml`);
+  const pod = deployment.spec.template.spec;
+  const container = pod.containers[0];
+  const argv: string[] = [...(tritonContainer.command ?? []), ...(tritonContainer.args ?? [])];
+
+  /** A probe's or Service's port as a number, a named port looked up in the container. */
+  const portNumber = (c: Doc, port: number | string): number | undefined =>
+    typeof port === 'number' ? port : c.ports.find((p: Doc) => p.name === port)?.containerPort;
+  const portsByName = (ports: Doc[], key: string): Record<string, number> =>
+    Object.fromEntries(ports.map((p) => [p.name, p[key]]));
+  const env = (c: Doc): Record<string, Doc> => Object.fromEntries(c.env.map((e: Doc) => [e.name, e]));
+
+  it('lists files that exist in its kustomization', () => {
+    expect(kustomization.resources).toEqual(
+      expect.arrayContaining([
+        'triton-deployment.yaml',
+        'triton-service.yaml',
+        'triton-hpa.yaml',
+        'service-deployment.yaml',
+        'service-service.yaml',
+      ]),
+    );
+    for (const file of kustomization.resources) expect(existsSync(join(REPO_ROOT, dir, file)), file).toBe(true);
+    expect(kustomization.images[0].name).toBe(container.image);
+    expect(read(`${dir}/kustomization.yaml`)).toContain('kubectl apply -k deploy/kubernetes/fleet');
+  });
+
+  it("runs NVIDIA's tritonserver on the read-only model volume, on 8000/8001/8002", () => {
+    expect(triton.spec.replicas).toBe(2);
+    expect(tritonContainer.image).toBe('nvcr.io/nvidia/tritonserver:25.07-py3');
+    expect(argv[0]).toBe('tritonserver');
+    // Every pod loads the whole repository at start.
+    const mode = flag(argv, 'model-control-mode');
+    if (mode === 'explicit') expect(flag(argv, 'load-model')).toBe('*');
+    else expect(mode).toBe('none');
+
+    const repository = flag(argv, 'model-repository');
+    const mount = tritonContainer.volumeMounts.find((m: Doc) => m.mountPath === repository);
+    expect(mount, `a volume at ${repository}`).toBeDefined();
+    expect(mount.readOnly).toBe(true);
+    const volume = tritonPod.volumes.find((v: Doc) => v.name === mount.name);
+    expect(volume.persistentVolumeClaim.claimName).toBe('triton-models');
+    // The claim comes with the kustomization (or is the user's own, by that name).
+    const claims = kustomization.resources
+      .flatMap((file: string) => parseYaml(`${dir}/${file}`))
+      .filter((d: Doc) => d.kind === 'PersistentVolumeClaim')
+      .map((d: Doc) => d.metadata.name);
+    expect(claims).toEqual(['triton-models']);
+
+    expect(portsByName(tritonContainer.ports, 'containerPort')).toEqual({ http: TRITON.http, grpc: TRITON.grpc, metrics: TRITON.metrics });
+  });
+
+  it("probes Triton's health routes on 8000, gives it a memory /dev/shm and its exit timeout to stop", () => {
+    for (const probe of [tritonContainer.startupProbe, tritonContainer.readinessProbe]) {
+      expect(probe.httpGet.path).toBe(TRITON.ready);
+      expect(portNumber(tritonContainer, probe.httpGet.port)).toBe(TRITON.http);
+    }
+    expect(tritonContainer.livenessProbe.httpGet.path).toBe(TRITON.live);
+    expect(portNumber(tritonContainer, tritonContainer.livenessProbe.httpGet.port)).toBe(TRITON.http);
+
+    const shm = tritonContainer.volumeMounts.find((m: Doc) => m.mountPath === '/dev/shm');
+    expect(shm).toBeDefined();
+    expect(tritonPod.volumes.find((v: Doc) => v.name === shm.name).emptyDir.medium).toBe('Memory');
+
+    const exitTimeout = Number(flag(argv, 'exit-timeout-secs') ?? 30);
+    const preStop = Number(tritonContainer.lifecycle?.preStop?.exec?.command?.[1] ?? 0);
+    expect(tritonPod.terminationGracePeriodSeconds).toBeGreaterThanOrEqual(preStop + exitTimeout);
+    expect(tritonContainer.resources.requests.cpu).toBeDefined();
+    expect(tritonContainer.resources.requests.memory).toBeDefined();
+    expect(triton.spec.template.metadata.annotations).toMatchObject({
+      'prometheus.io/scrape': 'true',
+      'prometheus.io/port': String(TRITON.metrics),
+      'prometheus.io/path': '/metrics',
+    });
+  });
+
+  it('reaches every Triton pod through a headless Service', () => {
+    expect(tritonService.spec.clusterIP).toBe('None');
+    expect(tritonService.spec.selector).toEqual(triton.spec.template.metadata.labels);
+    expect(portsByName(tritonService.spec.ports, 'port')).toEqual({ http: TRITON.http, grpc: TRITON.grpc, metrics: TRITON.metrics });
+    for (const port of tritonService.spec.ports) expect(portNumber(tritonContainer, port.targetPort), port.name).toBe(port.port);
+  });
+
+  it('runs the example service against the Triton Service by dns:///, keeping its contract', () => {
+    const vars = env(container);
+    const grpcPort = tritonService.spec.ports.find((p: Doc) => p.name === 'grpc').port;
+    /** The Service's short name, or its full name with the namespace from the downward API. */
+    const tritonHost = (host: string): void => {
+      const [name, ...rest] = host.split('.');
+      expect(name).toBe(tritonService.metadata.name);
+      if (rest.length === 0) return;
+      const namespace = /^\$\((\w+)\)$/.exec(rest[0]!)?.[1];
+      expect(rest.slice(1).join('.')).toBe('svc.cluster.local');
+      expect(vars[namespace!]?.valueFrom?.fieldRef?.fieldPath).toBe('metadata.namespace');
+      // Kubernetes expands $(VAR) only from variables defined before it.
+      const order = container.env.map((e: Doc) => e.name);
+      expect(order.indexOf(namespace)).toBeLessThan(order.indexOf('TRITON_URL'));
+    };
+    const target = /^dns:\/\/\/([^/:]+):(\d+)$/.exec(vars.TRITON_URL?.value ?? '');
+    expect(target, vars.TRITON_URL?.value).not.toBeNull();
+    tritonHost(target![1]!);
+    expect(Number(target![2])).toBe(grpcPort);
+    // Not new URL(): it would lower-case the $(VAR) in the host name.
+    const metrics = /^http:\/\/([^/:]+):(\d+)(\/.*)$/.exec(vars.TRITON_METRICS_URL?.value ?? '');
+    expect(metrics, vars.TRITON_METRICS_URL?.value).not.toBeNull();
+    tritonHost(metrics![1]!);
+    expect(Number(metrics![2])).toBe(tritonService.spec.ports.find((p: Doc) => p.name === 'metrics').port);
+    expect(metrics![3]).toBe('/metrics');
+
+    // The contract of ../deployment.yaml: port, probes, graceful stop.
+    expect(portNumber(container, 'http')).toBe(SERVICE.port);
+    expect(vars.HOST?.value).toBe('0.0.0.0');
+    expect(vars.PORT?.value).toBe(String(SERVICE.port));
+    expect(container.readinessProbe.httpGet).toEqual({ path: SERVICE.ready, port: 'http' });
+    expect(container.livenessProbe.httpGet).toEqual({ path: SERVICE.live, port: 'http' });
+    expect(container.startupProbe.httpGet).toEqual({ path: SERVICE.ready, port: 'http' });
+    const preStop = container.lifecycle.preStop.exec.command as string[];
+    expect(preStop[0]).toBe('sleep');
+    expect(pod.terminationGracePeriodSeconds).toBeGreaterThanOrEqual(Number(preStop[1]) + 30);
+    expect(pod.securityContext.runAsNonRoot).toBe(true);
+    expect(container.resources.requests.cpu).toBeDefined();
+    // Inference runs in the fleet: no GPU, no /dev/shm, and no second scrape of Triton's metrics.
+    expect(container.resources.limits?.['nvidia.com/gpu']).toBeUndefined();
+    expect(container.volumeMounts ?? []).toEqual([]);
+    expect(deployment.spec.template.metadata.annotations?.['prometheus.io/scrape']).not.toBe('true');
+
+    const front = one(`${dir}/service-service.yaml`);
+    expect(front.spec.selector).toEqual(deployment.spec.template.metadata.labels);
+    expect(front.spec.type ?? 'ClusterIP').toBe('ClusterIP');
+    expect(front.spec.ports[0]).toMatchObject({ port: 80, targetPort: 'http' });
+  });
+
+  it("autoscales the Triton Deployment on Triton's queue metrics, served by prometheus-adapter", () => {
+    const hpa = one(`${dir}/triton-hpa.yaml`);
+    expect(hpa.apiVersion).toBe('autoscaling/v2');
+    expect(hpa.spec.scaleTargetRef).toEqual({ apiVersion: 'apps/v1', kind: 'Deployment', name: triton.metadata.name });
+    expect(hpa.spec.minReplicas).toBeLessThanOrEqual(triton.spec.replicas);
+    const names: string[] = hpa.spec.metrics.map((m: Doc) => {
+      expect(m.type).toBe('Pods');
+      return m.pods.metric.name;
+    });
+    expect(names).toContain('nv_inference_pending_request_count');
+    expect(names.filter((n) => !TRITON_FAMILIES.has(n))).toEqual([]);
+
+    const rules: Doc[] = one(`${dir}/prometheus-adapter-rules.yaml`).rules;
+    expect(names.filter((n) => !rules.some((r) => r.name.as === n))).toEqual([]);
+    for (const rule of rules) {
+      // Each rule reads Triton families only, per pod.
+      const series = /^(\w+)\{/.exec(rule.seriesQuery)?.[1];
+      expect(TRITON_FAMILIES.has(series!), rule.seriesQuery).toBe(true);
+      expect(rule.resources.overrides.pod).toEqual({ resource: 'pod' });
+      const used = rule.metricsQuery.match(/\bnv_[a-z0-9_]+/g) ?? [];
+      expect(used.filter((m: string) => !TRITON_FAMILIES.has(m)), rule.metricsQuery).toEqual([]);
+    }
   });
 });
 

@@ -18,7 +18,9 @@ import { DATA_TYPES, normalizeInput, outputTensor, DATA_TYPE_INFO, type DataType
 import { grpcTransports } from './grpc.js';
 import { httpTransports } from './http.js';
 import { clientOptionsSchema, type CallOptions, type ClientOptions, type ResolvedClientOptions } from './options.js';
+import { ClientMetrics } from './metrics.js';
 import { EndpointPool } from './pool.js';
+import { startClientSpan, type ClientSpan } from './tracing.js';
 import { authority, parseTargets, type HostPort, type ParsedTargets } from './targets.js';
 import { ConnectionError, type Call, type DecodedResponse, type EncodedInput, type EncodedRequest, type LoadParameters, type Transport } from './transport.js';
 
@@ -133,6 +135,7 @@ export class Client implements InferenceServer, AsyncDisposable {
   /** Input data types by model key, fetched once (inputs given without a data type take the model's). */
   readonly #inputTypes = new Map<string, Promise<Map<string, DataType>>>();
   #resolveTimer: NodeJS.Timeout | undefined;
+  #metrics: ClientMetrics | undefined;
   #closed = false;
 
   private constructor(pool: EndpointPool, options: ResolvedClientOptions, targets: ParsedTargets) {
@@ -226,6 +229,11 @@ export class Client implements InferenceServer, AsyncDisposable {
     return this.#pool.endpoints;
   }
 
+  /** The endpoints in the pool now: those whose health route answered and that have not failed since. */
+  get healthyEndpoints(): string[] {
+    return this.#pool.healthyEndpoints;
+  }
+
   /** The protocol every call uses. */
   get protocol(): 'grpc' | 'http' {
     return this.#targets.protocol;
@@ -273,22 +281,22 @@ export class Client implements InferenceServer, AsyncDisposable {
   }
 
   /** Whether the server is live (a server that cannot be reached rejects with UNAVAILABLE). */
-  live(options?: CallOptions): Promise<boolean> {
+  async live(options?: CallOptions): Promise<boolean> {
     checkCallOptions('live options', options);
     return this.run(options, true, (t, call) => t.live(call));
   }
 
-  ready(options?: CallOptions): Promise<boolean> {
+  async ready(options?: CallOptions): Promise<boolean> {
     checkCallOptions('ready options', options);
     return this.run(options, true, (t, call) => t.ready(call));
   }
 
-  metadata(options?: CallOptions): Promise<ServerMetadata> {
+  async metadata(options?: CallOptions): Promise<ServerMetadata> {
     checkCallOptions('metadata options', options);
     return this.run(options, true, (t, call) => t.metadata(call));
   }
 
-  modelIndex(options: { readyOnly?: boolean } & CallOptions = {}): Promise<ModelIndexEntry[]> {
+  async modelIndex(options: { readyOnly?: boolean } & CallOptions = {}): Promise<ModelIndexEntry[]> {
     checkOptions('modelIndex options', options, INDEX_FIELDS);
     checkOptionalBoolean('modelIndex options.readyOnly', options.readyOnly);
     checkCallOptions('modelIndex options', options);
@@ -358,7 +366,7 @@ export class Client implements InferenceServer, AsyncDisposable {
   }
 
   /** Statistics of every ready model version. */
-  statistics(options?: CallOptions): Promise<ModelStatistics[]> {
+  async statistics(options?: CallOptions): Promise<ModelStatistics[]> {
     checkCallOptions('statistics options', options);
     return this.run(options, true, (t, call) => t.statistics('', -1, call));
   }
@@ -399,6 +407,29 @@ export class Client implements InferenceServer, AsyncDisposable {
 
   #forget(name: string): void {
     for (const key of this.#inputTypes.keys()) if (key.startsWith(`${name}\u0000`)) this.#inputTypes.delete(key);
+  }
+
+  /**
+   * The client's own metrics (`tritonserver_node_client_*`: requests,
+   * failures, retries, latency by model and endpoint), recorded from the
+   * first call of this on; `metricsHandler(client, { packageMetrics: true })`
+   * serves them with Triton's.
+   */
+  packageMetrics(): ClientMetrics {
+    if (this.#metrics === undefined) {
+      const metrics = new ClientMetrics();
+      this.#metrics = metrics;
+      this.#pool.observer = { retry: (endpoint) => metrics.retried(endpoint) };
+    }
+    return this.#metrics;
+  }
+
+  /** @internal One inference ended: metrics and its span. */
+  observe(model: string, endpoint: string | undefined, started: number, error: unknown, span: ClientSpan | undefined): void {
+    const failure = error === undefined ? undefined : error instanceof TritonError ? error : new TritonError('UNKNOWN', String(error));
+    const at = endpoint ?? failure?.endpoint;
+    this.#metrics?.finished(model, at ?? '', (performance.now() - started) / 1000, failure?.code);
+    span?.end(at, failure);
   }
 
   /** @internal Forgets what is known of a model (its inputs' data types) after the server refused a request. */
@@ -456,7 +487,7 @@ export class RemoteModel implements InferenceModel {
     }
   }
 
-  metadata(options?: CallOptions): Promise<ModelMetadata> {
+  async metadata(options?: CallOptions): Promise<ModelMetadata> {
     checkCallOptions('metadata options', options);
     return this.#client.run(options, true, (t, call) => t.modelMetadata(this.name, this.version, call));
   }
@@ -466,7 +497,7 @@ export class RemoteModel implements InferenceModel {
     return parseModelConfigJson(await this.#client.run(options, true, (t, call) => t.modelConfig(this.name, this.version, call)));
   }
 
-  statistics(options?: CallOptions): Promise<ModelStatistics[]> {
+  async statistics(options?: CallOptions): Promise<ModelStatistics[]> {
     checkCallOptions('statistics options', options);
     return this.#client.run(options, true, (t, call) => t.statistics(this.name, this.version, call));
   }
@@ -475,15 +506,24 @@ export class RemoteModel implements InferenceModel {
   async infer(request: RemoteInferenceRequest): Promise<InferenceResponse> {
     this.#check(request);
     const repeatable = this.#client.options.retry.inference && request.sequence === undefined;
+    const started = performance.now();
+    const span = await startClientSpan(request, this.name, this.#client.protocol);
     // One deadline for the whole call: the model's metadata (first call only) and the inference.
-    const scope = this.#client.scope(request);
+    const scope = this.#client.scope(span === undefined ? request : { ...request, headers: { ...request.headers, ...span.headers } });
+    let endpoint: string | undefined;
     try {
       const encoded = await this.#encode(request, scope);
-      const decoded = await this.#client.runIn(scope, repeatable, (t, call) => t.infer(encoded, call));
+      const decoded = await this.#client.runIn(scope, repeatable, (t, call) => {
+        endpoint = t.endpoint;
+        return t.infer(encoded, call);
+      });
+      this.#client.observe(this.name, endpoint, started, undefined, span);
       return asResponse(intoBuffers(decoded, request.outputs));
-    } catch (error) {
-      if (error instanceof TritonError && error.code === 'INVALID_ARG') this.#client.forget(this.name);
-      throw scope.error(error);
+    } catch (caught) {
+      if (caught instanceof TritonError && caught.code === 'INVALID_ARG') this.#client.forget(this.name);
+      const error = scope.error(caught);
+      this.#client.observe(this.name, endpoint, started, error, span);
+      throw error;
     } finally {
       scope.end();
     }
@@ -496,6 +536,9 @@ export class RemoteModel implements InferenceModel {
    */
   async *stream(request: RemoteInferenceRequest): AsyncGenerator<InferenceResponse, void, undefined> {
     this.#check(request);
+    const started = performance.now();
+    const span = await startClientSpan(request, this.name, this.#client.protocol);
+    let endpoint: string | undefined;
     const queue: InferenceResponse[] = [];
     let failure: unknown;
     let ended = false;
@@ -504,7 +547,7 @@ export class RemoteModel implements InferenceModel {
       wake?.();
       wake = undefined;
     };
-    const scope = this.#client.scope(request);
+    const scope = this.#client.scope(span === undefined ? request : { ...request, headers: { ...request.headers, ...span.headers } });
     let handle: { cancel(): void } | undefined;
     let streaming = true;
     const onAbort = (): void => handle?.cancel();
@@ -523,6 +566,7 @@ export class RemoteModel implements InferenceModel {
       // The stream starts on an endpoint the pool picks; its own failures are not retried.
       await this.#client.runIn(scope, false, async (transport) => {
         streaming = transport.streaming;
+        endpoint = transport.endpoint;
         handle = transport.stream(encoded, scope.call, {
           response: (response) => {
             queue.push(asResponse(intoBuffers(response, request.outputs)));
@@ -550,10 +594,16 @@ export class RemoteModel implements InferenceModel {
         await new Promise<void>((resolve) => (wake = resolve));
       }
       if (failure !== undefined) throw await this.#streamFailure(failure, streaming);
+      this.#client.observe(this.name, endpoint, started, undefined, span);
+    } catch (error) {
+      this.#client.observe(this.name, endpoint, started, error, span);
+      throw error;
     } finally {
       if (!ended) {
         ended = true;
         handle?.cancel();
+        // Left early by the caller: the stream ends as cancelled.
+        this.#client.observe(this.name, endpoint, started, new TritonError('CANCELLED', 'the stream was left early'), span);
       }
       scope.end();
     }

@@ -14,6 +14,8 @@ export {
   type ClientRetryOptions,
   type CallOptions,
 } from './options.js';
+export { ClientMetrics } from './metrics.js';
+export { metricsHandler, collectMetricsText, PROMETHEUS_CONTENT_TYPE, type MetricsHandler, type MetricsHandlerOptions, type MetricsSource } from '../observability/handler.js';
 export { TritonError, isTritonError, type TritonErrorCode } from '../errors.js';
 export type { InferenceServer, InferenceModel } from '../surface.js';
 export type { InferenceRequest, InferenceResponse, SequenceOptions, OutputBufferSpec } from '../inference.js';

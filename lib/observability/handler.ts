@@ -7,7 +7,6 @@
  */
 import type { ServerResponse } from 'node:http';
 import { TritonError } from '../errors.js';
-import type { Server } from '../server.js';
 import { parseMetricsText } from './metrics.js';
 
 /** Prometheus' text exposition format, version 0.0.4. */
@@ -34,6 +33,14 @@ export interface ReplyLike {
 
 export type MetricsHandler = (request: unknown, response: ServerResponse | ReplyLike) => Promise<void>;
 
+/** Where the handler reads metrics: the in-process `Server`, or the remote `Client` (tritonserver-node/client). */
+export interface MetricsSource {
+  /** Triton's own metrics text. */
+  metrics(): Promise<string>;
+  /** The package's own metrics (`tritonserver_node_*`). */
+  packageMetrics(): { text(): string };
+}
+
 function familyNames(text: string): Set<string> {
   return new Set(parseMetricsText(text).map((sample) => sample.family));
 }
@@ -43,7 +50,7 @@ function familyNames(text: string): Set<string> {
  * Two sources with a family of the same name are refused (INVALID_ARG):
  * Prometheus rejects a scrape that repeats a family.
  */
-export async function collectMetricsText(server: Server, options: MetricsHandlerOptions = {}): Promise<string> {
+export async function collectMetricsText(server: MetricsSource, options: MetricsHandlerOptions = {}): Promise<string> {
   const parts: Array<{ source: string; text: string }> = [{ source: 'Triton', text: await server.metrics() }];
   if (options.packageMetrics === true) parts.push({ source: 'tritonserver-node', text: server.packageMetrics().text() });
   if (options.registry !== undefined) parts.push({ source: 'the prom-client registry', text: await options.registry.metrics() });
@@ -65,7 +72,7 @@ function isReply(response: ServerResponse | ReplyLike): response is ReplyLike {
 }
 
 /** A handler for node:http, Express and Fastify serving the combined metrics. */
-export function metricsHandler(server: Server, options: MetricsHandlerOptions = {}): MetricsHandler {
+export function metricsHandler(server: MetricsSource, options: MetricsHandlerOptions = {}): MetricsHandler {
   return async (_request, response) => {
     let status = 200;
     let body: string;

@@ -1,0 +1,83 @@
+/**
+ * The client's own metrics, in the package's Prometheus form (off until
+ * `client.packageMetrics()` is called; served by `metricsHandler(client,
+ * { packageMetrics: true })` beside the server's):
+ *
+ * - `tritonserver_node_client_requests_total{model,endpoint}` (counter):
+ *   inferences that got their response.
+ * - `tritonserver_node_client_failures_total{model,endpoint,code}` (counter):
+ *   inferences that failed, by TritonError code.
+ * - `tritonserver_node_client_retries_total{endpoint}` (counter): attempts
+ *   repeated on another endpoint after this one's connection failed.
+ * - `tritonserver_node_client_request_duration_seconds{model,endpoint}`
+ *   (histogram): from `infer()`/`stream()` to the last response or the failure.
+ */
+const BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+function escapeLabel(value: string): string {
+  return value.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
+}
+
+interface Histogram {
+  counts: number[];
+  count: number;
+  sum: number;
+}
+
+export class ClientMetrics {
+  readonly #requests = new Map<string, number>();
+  readonly #failures = new Map<string, number>();
+  readonly #retries = new Map<string, number>();
+  readonly #durations = new Map<string, Histogram>();
+
+  /** @internal Use `client.packageMetrics()`. */
+  constructor() {}
+
+  /** @internal One inference finished (`code` undefined: it succeeded). */
+  finished(model: string, endpoint: string, seconds: number, code: string | undefined): void {
+    const labels = `model="${escapeLabel(model)}",endpoint="${escapeLabel(endpoint)}"`;
+    if (code === undefined) this.#requests.set(labels, (this.#requests.get(labels) ?? 0) + 1);
+    else {
+      const key = `${labels},code="${code}"`;
+      this.#failures.set(key, (this.#failures.get(key) ?? 0) + 1);
+    }
+    let histogram = this.#durations.get(labels);
+    if (histogram === undefined) {
+      histogram = { counts: BUCKETS.map(() => 0), count: 0, sum: 0 };
+      this.#durations.set(labels, histogram);
+    }
+    const bucket = BUCKETS.findIndex((bound) => seconds <= bound);
+    if (bucket >= 0) histogram.counts[bucket]!++;
+    histogram.count++;
+    histogram.sum += seconds;
+  }
+
+  /** @internal An attempt on `endpoint` is being repeated elsewhere. */
+  retried(endpoint: string): void {
+    const labels = `endpoint="${escapeLabel(endpoint)}"`;
+    this.#retries.set(labels, (this.#retries.get(labels) ?? 0) + 1);
+  }
+
+  /** The metrics in Prometheus text format. */
+  text(): string {
+    const lines: string[] = [];
+    const counter = (name: string, help: string, values: Map<string, number>): void => {
+      lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} counter`);
+      for (const [labels, value] of values) lines.push(`${name}{${labels}} ${value}`);
+    };
+    counter('tritonserver_node_client_requests_total', 'Remote inferences that got their response.', this.#requests);
+    counter('tritonserver_node_client_failures_total', 'Remote inferences that failed, by TritonError code.', this.#failures);
+    counter('tritonserver_node_client_retries_total', "Attempts repeated on another endpoint after this one's connection failed.", this.#retries);
+    const name = 'tritonserver_node_client_request_duration_seconds';
+    lines.push(`# HELP ${name} From infer()/stream() to the last response or the failure.`, `# TYPE ${name} histogram`);
+    for (const [labels, histogram] of this.#durations) {
+      let cumulative = 0;
+      BUCKETS.forEach((bound, i) => {
+        cumulative += histogram.counts[i]!;
+        lines.push(`${name}_bucket{${labels},le="${bound}"} ${cumulative}`);
+      });
+      lines.push(`${name}_bucket{${labels},le="+Inf"} ${histogram.count}`, `${name}_sum{${labels}} ${histogram.sum}`, `${name}_count{${labels}} ${histogram.count}`);
+    }
+    return `${lines.join('\n')}\n`;
+  }
+}
