@@ -109,6 +109,10 @@ describe('npm pack', () => {
         'dist/index.d.ts',
         'dist/index.d.cts',
         'dist/cli.js',
+        'dist/client.js',
+        'dist/client.cjs',
+        'dist/client.d.ts',
+        'dist/proto/inference.proto',
         'prebuilds/linux-x64/tritonserver-node.node',
         'prebuilds/linux-arm64/tritonserver-node.node',
         'binding.gyp',
@@ -176,6 +180,27 @@ describe('the installed package, without a compiler', () => {
     const { code, stdout, stderr } = await run('node', ['--input-type=commonjs', '-e', script], consumer, bareEnv());
     expect(code, stderr).toBe(0);
     expect(JSON.parse(stdout)).toEqual({ start: 'function', version: { major: 1, minor: expect.any(Number) } });
+  });
+
+  it('imports tritonserver-node/client from ESM and CommonJS; without its optional transport it says what to install', async () => {
+    const esm = `
+      import { Client, TritonError } from 'tritonserver-node/client';
+      const error = await Client.connect('http://127.0.0.1:1').catch((e) => e);
+      console.log(JSON.stringify({ connect: typeof Client.connect, isTritonError: error instanceof TritonError, code: error.code, message: error.message }));`;
+    const fromEsm = await run('node', ['--input-type=module', '-e', esm], consumer, bareEnv());
+    expect(fromEsm.code, fromEsm.stderr).toBe(0);
+    expect(JSON.parse(fromEsm.stdout)).toEqual({
+      connect: 'function',
+      isTritonError: true,
+      code: 'UNAVAILABLE',
+      message: expect.stringContaining('needs the optional peer dependency undici: npm install undici'),
+    });
+    const cjs = `
+      const { Client } = require('tritonserver-node/client');
+      Client.connect('grpc://127.0.0.1:1').catch((e) => console.log(JSON.stringify({ code: e.code, message: e.message })));`;
+    const fromCjs = await run('node', ['--input-type=commonjs', '-e', cjs], consumer, bareEnv());
+    expect(fromCjs.code, fromCjs.stderr).toBe(0);
+    expect(JSON.parse(fromCjs.stdout)).toEqual({ code: 'UNAVAILABLE', message: expect.stringContaining('npm install @grpc/grpc-js @grpc/proto-loader') });
   });
 
   it('runs `npx tritonserver-node doctor`', async () => {

@@ -11,11 +11,16 @@ import { parseStatistics, type ModelStatistics } from '../observability/statisti
 import type { ModelIndexEntry, ServerMetadata } from '../server.js';
 import { DATA_TYPE_INFO, outputTensor, type Tensor } from '../tensor.js';
 import { checkDatatype } from '../kserve/codec.js';
+import { decodeModelInferResponse, decodeModelStreamInferResponse, encodeModelInferRequest, type WireInferResponse } from '../kserve/infer-wire.js';
 import { loadGrpcService } from '../kserve/proto.js';
+
+const MODEL_INFER = '/inference.GRPCInferenceService/ModelInfer';
+const MODEL_STREAM_INFER = '/inference.GRPCInferenceService/ModelStreamInfer';
+/** The messages are already bytes (lib/kserve/infer-wire.ts): grpc-js passes them through. */
+const passBytes = (bytes: Buffer): Buffer => bytes;
 import type { ResolvedClientOptions } from './options.js';
 import {
   ConnectionError,
-  PROTOCOL_RESPONSE_PARAMETERS,
   serverError,
   versionNumber,
   versionText,
@@ -28,32 +33,6 @@ import {
   type Transport,
   type WireParameterValue,
 } from './transport.js';
-
-/** `InferParameter` as proto-loader gives and takes it. */
-interface WireParameter {
-  parameter_choice?: string;
-  bool_param?: boolean;
-  int64_param?: string;
-  string_param?: string;
-  double_param?: number;
-  uint64_param?: string;
-}
-
-interface WireOutput {
-  name: string;
-  datatype: string;
-  shape: string[];
-  parameters?: Record<string, WireParameter>;
-}
-
-interface WireResponse {
-  model_name: string;
-  model_version: string;
-  id: string;
-  parameters?: Record<string, WireParameter>;
-  outputs: WireOutput[];
-  raw_output_contents: Uint8Array[];
-}
 
 type UnaryMethod = (
   request: unknown,
@@ -84,73 +63,49 @@ const STATUS_UNAVAILABLE = 14;
 const STATUS_PERMISSION_DENIED = 7;
 const STATUS_UNAUTHENTICATED = 16;
 
-function fromWireParameters(parameters: Record<string, WireParameter> | undefined): Record<string, string | number | boolean> {
-  const out: Record<string, string | number | boolean> = {};
-  if (parameters === undefined) return out;
-  for (const key in parameters) {
-    if (PROTOCOL_RESPONSE_PARAMETERS.has(key)) continue;
-    const value = parameters[key]!;
-    const choice = value.parameter_choice as keyof WireParameter | undefined;
-    if (choice === undefined) continue;
-    const v = value[choice];
-    out[key] = choice === 'int64_param' || choice === 'uint64_param' ? Number(v) : (v as string | number | boolean);
-  }
-  return out;
-}
-
-function toWireParameters(parameters: Record<string, WireParameterValue>): Record<string, WireParameter> {
-  const out: Record<string, WireParameter> = {};
-  for (const key in parameters) {
-    const value = parameters[key]!;
-    if (typeof value === 'boolean') out[key] = { bool_param: value };
-    else if (typeof value === 'string') out[key] = { string_param: value };
-    else if (typeof value === 'bigint') out[key] = value > 0x7fff_ffff_ffff_ffffn ? { uint64_param: String(value) } : { int64_param: String(value) };
-    else if (Number.isInteger(value)) out[key] = { int64_param: String(value) };
-    else out[key] = { double_param: value };
-  }
-  return out;
-}
-
 function tensorMetadata(tensors: Array<{ name: string; datatype: string; shape: string[] }>): TensorMetadata[] {
   return tensors.map((t) => ({ name: t.name, datatype: checkDatatype(t.datatype, `tensor '${t.name}'`), shape: t.shape.map(Number) }));
 }
 
 /** A ModelInferResponse as the package's response: outputs as views over the message's bytes. */
-function decodeResponse(message: WireResponse, endpoint: string): DecodedResponse & { finalFlag: boolean | undefined } {
+function decodeResponse(message: WireInferResponse, endpoint: string): DecodedResponse & { finalFlag: boolean | undefined } {
   const outputs: Record<string, Tensor> = {};
   const raw = message.raw_output_contents;
-  message.outputs.forEach((output, index) => {
+  const wireOutputs = message.outputs;
+  for (let index = 0; index < wireOutputs.length; index++) {
+    const output = wireOutputs[index]!;
     const bytes = raw[index];
     if (bytes === undefined) {
       throw serverError('INTERNAL', `output '${output.name}' came without raw_output_contents`, endpoint);
     }
     const datatype = checkDatatype(output.datatype, `output '${output.name}'`);
-    outputs[output.name] = outputTensor(output.name, DATA_TYPE_INFO[datatype].enum, output.shape.map(Number), bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  });
-  const finalParameter = message.parameters?.triton_final_response;
+    outputs[output.name] = outputTensor(output.name, DATA_TYPE_INFO[datatype].enum, output.shape, bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  }
+  const parameters = message.parameters;
+  const finalParameter = parameters.triton_final_response;
+  if (finalParameter !== undefined) delete parameters.triton_final_response;
   return {
     model: { name: message.model_name, version: versionNumber(message.model_version) },
     id: message.id,
     outputs,
-    parameters: fromWireParameters(message.parameters),
+    parameters,
     final: true,
-    finalFlag: finalParameter === undefined ? undefined : finalParameter.bool_param === true,
+    finalFlag: finalParameter === undefined ? undefined : finalParameter === true,
   };
 }
 
-function encodeRequest(request: EncodedRequest): Record<string, unknown> {
-  return {
+function encodeRequest(request: EncodedRequest, extra?: Record<string, WireParameterValue>): Buffer {
+  return encodeModelInferRequest({
     model_name: request.model,
     model_version: versionText(request.version),
     id: request.id,
-    parameters: toWireParameters(request.parameters),
-    inputs: request.inputs.map((input) => ({ name: input.name, datatype: input.datatype, shape: input.shape })),
+    parameters: extra === undefined ? request.parameters : { ...request.parameters, ...extra },
+    inputs: request.inputs,
     outputs: (request.outputs ?? []).map((output) => ({
       name: output.name,
-      parameters: output.classification === undefined ? {} : { classification: { int64_param: String(output.classification) } },
+      parameters: output.classification === undefined ? undefined : { classification: output.classification },
     })),
-    raw_input_contents: request.inputs.map((input) => input.bytes),
-  };
+  });
 }
 
 /** Statistics from proto-loader (64-bit counts as decimal strings) in the package's typed form. */
@@ -198,7 +153,6 @@ class GrpcTransport implements Transport {
     const channelOptions: GrpcJs.ChannelOptions = {
       'grpc.max_receive_message_length': options.maxMessageBytes,
       'grpc.max_send_message_length': options.maxMessageBytes,
-      // Triton's gRPC server refuses pings more often than every 5 minutes without data.
       'grpc.keepalive_time_ms': options.keepAliveMs,
       'grpc.keepalive_timeout_ms': 20_000,
       // A restarted server is reached within seconds, not after grpc-js's default 2-minute backoff.
@@ -319,9 +273,30 @@ class GrpcTransport implements Transport {
     return parseStatistics(statisticsFromWire(message));
   }
 
-  async infer(request: EncodedRequest, call: Call): Promise<DecodedResponse> {
-    const message = await this.#unary<WireResponse>('ModelInfer', encodeRequest(request), call);
-    return decodeResponse(message, this.endpoint);
+  /** ModelInfer with this package's own codec (lib/kserve/infer-wire.ts): bytes in, views out. */
+  infer(request: EncodedRequest, call: Call): Promise<DecodedResponse> {
+    const message = encodeRequest(request);
+    return new Promise<DecodedResponse>((resolve, reject) => {
+      const options: GrpcJs.CallOptions = call.deadline === undefined ? {} : { deadline: call.deadline };
+      const signal = call.signal;
+      let abort: (() => void) | undefined;
+      const pending = this.#client.makeUnaryRequest<Buffer, Buffer>(MODEL_INFER, passBytes, passBytes, message, this.#metadata(call), options, (error, response) => {
+        if (abort !== undefined) signal!.removeEventListener('abort', abort);
+        if (error !== null || response === undefined) {
+          reject(this.#error(error ?? ({ code: 13, details: 'no response', message: 'no response' } as GrpcJs.ServiceError)));
+          return;
+        }
+        try {
+          resolve(decodeResponse(decodeModelInferResponse(response), this.endpoint));
+        } catch (failure) {
+          reject(failure instanceof TritonError ? failure : serverError('INTERNAL', `malformed ModelInferResponse: ${(failure as Error).message}`, this.endpoint));
+        }
+      });
+      if (signal !== undefined) {
+        abort = () => pending.cancel();
+        signal.addEventListener('abort', abort, { once: true });
+      }
+    });
   }
 
   /**
@@ -331,14 +306,23 @@ class GrpcTransport implements Transport {
    */
   stream(request: EncodedRequest, call: Call, sink: StreamSink): StreamHandle {
     const options: GrpcJs.CallOptions = call.deadline === undefined ? {} : { deadline: call.deadline };
-    const duplex = this.#client.ModelStreamInfer(this.#metadata(call), options);
+    const duplex = this.#client.makeBidiStreamRequest<Buffer, Buffer>(MODEL_STREAM_INFER, passBytes, passBytes, this.#metadata(call), options);
     let done = false;
     const finish = (): void => {
       done = true;
       duplex.removeAllListeners('data');
     };
-    duplex.on('data', (message: { error_message: string; infer_response: WireResponse | null }) => {
+    duplex.on('data', (bytes: Buffer) => {
       if (done) return;
+      let message: ReturnType<typeof decodeModelStreamInferResponse>;
+      try {
+        message = decodeModelStreamInferResponse(bytes);
+      } catch (failure) {
+        finish();
+        duplex.cancel();
+        sink.error(serverError('INTERNAL', `malformed ModelStreamInferResponse: ${(failure as Error).message}`, this.endpoint));
+        return;
+      }
       if (message.error_message !== '') {
         finish();
         duplex.cancel();
@@ -380,9 +364,7 @@ class GrpcTransport implements Transport {
       finish();
       sink.error(new ConnectionError("the stream ended before the request's final response", this.endpoint));
     });
-    const message = encodeRequest(request);
-    (message.parameters as Record<string, WireParameter>).triton_enable_empty_final_response = { bool_param: true };
-    duplex.write(message);
+    duplex.write(encodeRequest(request, { triton_enable_empty_final_response: true }));
     return {
       cancel: () => {
         if (done) return;

@@ -46,8 +46,12 @@ export const clientOptionsSchema = z.strictObject({
   maxMessageBytes: z.number().int().positive().default(64 * 1024 * 1024),
   /** Compress request and response bodies (gzip) both ways. */
   compression: z.enum(['none', 'gzip']).default('none'),
-  /** Connection keepalive: a ping (gRPC) or TCP keepalive (HTTP) after this much idle time. */
-  keepAliveMs: z.number().int().positive().default(30_000),
+  /**
+   * Connection keepalive: a ping (gRPC) or TCP keepalive (HTTP) after this
+   * much idle time. Default 5 minutes: Triton's gRPC server answers pings more
+   * frequent than that (without data) by closing the connection.
+   */
+  keepAliveMs: z.number().int().positive().default(300_000),
   /** HTTP only: connections per endpoint. */
   connections: z.number().int().positive().default(32),
   retry: clientRetrySchema.default(clientRetrySchema.parse({})),

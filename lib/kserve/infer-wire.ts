@@ -1,0 +1,469 @@
+/**
+ * The protobuf wire form of KServe v2's inference messages, written by hand:
+ * `ModelInferRequest` out, `ModelInferResponse` and
+ * `ModelStreamInferResponse` in. The generic codec (proto-loader over
+ * protobufjs) builds objects for every field, default values and oneof names
+ * included, and copies each tensor's bytes through them; on the hot path
+ * these write tensors into the message once and read outputs as views of
+ * the received message. Field numbers are those of inference.proto.
+ */
+import { Buffer } from 'node:buffer';
+
+/** A parameter value (InferParameter's oneof): bigint for 64-bit values beyond 2^53. */
+export type WireValue = string | number | boolean | bigint;
+
+export interface WireInput {
+  name: string;
+  datatype: string;
+  shape: readonly number[];
+  bytes: Uint8Array;
+}
+
+export interface WireRequestedOutput {
+  name: string;
+  parameters: Record<string, WireValue> | undefined;
+}
+
+export interface WireInferRequest {
+  model_name: string;
+  model_version: string;
+  id: string;
+  parameters: Record<string, WireValue>;
+  inputs: WireInput[];
+  outputs: WireRequestedOutput[];
+}
+
+export interface WireOutputTensor {
+  name: string;
+  datatype: string;
+  shape: number[];
+}
+
+export interface WireInferResponse {
+  model_name: string;
+  model_version: string;
+  id: string;
+  parameters: Record<string, string | number | boolean>;
+  outputs: WireOutputTensor[];
+  /** Views of the received message. */
+  raw_output_contents: Uint8Array[];
+}
+
+const VARINT = 0;
+const FIXED64 = 1;
+const BYTES = 2;
+const FIXED32 = 5;
+
+const key = (field: number, type: number): number => (field << 3) | type;
+
+// ---------------------------------------------------------------------------
+// Writing: sizes first, then one buffer.
+
+function varintSize(value: number): number {
+  let size = 1;
+  while (value >= 0x80) {
+    value = Math.floor(value / 128);
+    size++;
+  }
+  return size;
+}
+
+function bigVarintSize(value: bigint): number {
+  let size = 1;
+  while (value >= 0x80n) {
+    value >>= 7n;
+    size++;
+  }
+  return size;
+}
+
+const utf8Size = (text: string): number => Buffer.byteLength(text, 'utf8');
+
+/** A 64-bit integer as protobuf writes it (negative: two's complement, 10 bytes). */
+function int64Bits(value: number | bigint): bigint | number {
+  if (typeof value === 'number' && value >= 0 && Number.isSafeInteger(value)) return value;
+  return BigInt.asUintN(64, BigInt(value));
+}
+
+function parameterBody(value: WireValue): { field: number; size: number; bits?: number | bigint } {
+  switch (typeof value) {
+    case 'boolean':
+      return { field: 1, size: 2 };
+    case 'string':
+      return { field: 3, size: 1 + lengthDelimitedSize(utf8Size(value)) };
+    case 'bigint': {
+      const bits = int64Bits(value);
+      // uint64_param for values past int64's range, int64_param for the rest.
+      const field = value > 0x7fff_ffff_ffff_ffffn ? 5 : 2;
+      return { field, size: 1 + (typeof bits === 'bigint' ? bigVarintSize(bits) : varintSize(bits)), bits };
+    }
+    default: {
+      if (Number.isInteger(value)) {
+        const bits = int64Bits(value);
+        return { field: 2, size: 1 + (typeof bits === 'bigint' ? bigVarintSize(bits) : varintSize(bits)), bits };
+      }
+      return { field: 4, size: 9 };
+    }
+  }
+}
+
+const lengthDelimitedSize = (size: number): number => varintSize(size) + size;
+
+class Writer {
+  readonly buffer: Buffer;
+  offset = 0;
+
+  constructor(size: number) {
+    this.buffer = Buffer.allocUnsafe(size);
+  }
+
+  varint(value: number): void {
+    const buffer = this.buffer;
+    while (value >= 0x80) {
+      buffer[this.offset++] = (value % 128) | 0x80;
+      value = Math.floor(value / 128);
+    }
+    buffer[this.offset++] = value;
+  }
+
+  bigVarint(value: bigint): void {
+    while (value >= 0x80n) {
+      this.buffer[this.offset++] = Number(value & 0x7fn) | 0x80;
+      value >>= 7n;
+    }
+    this.buffer[this.offset++] = Number(value);
+  }
+
+  string(field: number, text: string, size: number): void {
+    this.varint(key(field, BYTES));
+    this.varint(size);
+    this.offset += this.buffer.write(text, this.offset, 'utf8');
+  }
+
+  bytes(field: number, bytes: Uint8Array): void {
+    this.varint(key(field, BYTES));
+    this.varint(bytes.byteLength);
+    this.buffer.set(bytes, this.offset);
+    this.offset += bytes.byteLength;
+  }
+
+  double(value: number): void {
+    this.buffer.writeDoubleLE(value, this.offset);
+    this.offset += 8;
+  }
+}
+
+/** The size of a `map<string, InferParameter>` field's entries, and a writer for them. */
+function parameterMap(field: number, parameters: Record<string, WireValue> | undefined): { size: number; write(writer: Writer): void } {
+  if (parameters === undefined) return { size: 0, write() {} };
+  const entries: Array<{ name: string; nameSize: number; value: WireValue; body: ReturnType<typeof parameterBody>; entrySize: number }> = [];
+  let size = 0;
+  for (const name in parameters) {
+    const value = parameters[name]!;
+    const nameSize = utf8Size(name);
+    const body = parameterBody(value);
+    const entrySize = 1 + lengthDelimitedSize(nameSize) + 1 + lengthDelimitedSize(body.size);
+    entries.push({ name, nameSize, value, body, entrySize });
+    size += varintSize(key(field, BYTES)) + lengthDelimitedSize(entrySize);
+  }
+  return {
+    size,
+    write(writer) {
+      for (const { name, nameSize, value, body, entrySize } of entries) {
+        writer.varint(key(field, BYTES));
+        writer.varint(entrySize);
+        writer.string(1, name, nameSize);
+        writer.varint(key(2, BYTES));
+        writer.varint(body.size);
+        switch (typeof value) {
+          case 'boolean':
+            writer.varint(key(1, VARINT));
+            writer.varint(value ? 1 : 0);
+            break;
+          case 'string':
+            writer.string(3, value, utf8Size(value));
+            break;
+          default:
+            if (body.field === 4) {
+              writer.varint(key(4, FIXED64));
+              writer.double(value as number);
+            } else {
+              writer.varint(key(body.field, VARINT));
+              if (typeof body.bits === 'bigint') writer.bigVarint(body.bits);
+              else writer.varint(body.bits as number);
+            }
+        }
+      }
+    },
+  };
+}
+
+function shapeSize(shape: readonly number[]): number {
+  let size = 0;
+  for (const dim of shape) size += varintSize(dim);
+  return size;
+}
+
+/** `ModelInferRequest` with every input's bytes in `raw_input_contents`. */
+export function encodeModelInferRequest(request: WireInferRequest): Buffer {
+  const nameSize = utf8Size(request.model_name);
+  const versionSize = utf8Size(request.model_version);
+  const idSize = utf8Size(request.id);
+  const parameters = parameterMap(4, request.parameters);
+  let size = parameters.size;
+  if (nameSize > 0) size += 1 + lengthDelimitedSize(nameSize);
+  if (versionSize > 0) size += 1 + lengthDelimitedSize(versionSize);
+  if (idSize > 0) size += 1 + lengthDelimitedSize(idSize);
+  const inputs = request.inputs.map((input) => {
+    const inputNameSize = utf8Size(input.name);
+    const datatypeSize = utf8Size(input.datatype);
+    const dims = shapeSize(input.shape);
+    let body = 1 + lengthDelimitedSize(inputNameSize) + 1 + lengthDelimitedSize(datatypeSize);
+    if (input.shape.length > 0) body += 1 + lengthDelimitedSize(dims);
+    size += 1 + lengthDelimitedSize(body) + 1 + lengthDelimitedSize(input.bytes.byteLength);
+    return { input, inputNameSize, datatypeSize, dims, body };
+  });
+  const outputs = request.outputs.map((output) => {
+    const outputNameSize = utf8Size(output.name);
+    const map = parameterMap(2, output.parameters);
+    const body = 1 + lengthDelimitedSize(outputNameSize) + map.size;
+    size += 1 + lengthDelimitedSize(body);
+    return { outputNameSize, map, body, output };
+  });
+
+  const writer = new Writer(size);
+  if (nameSize > 0) writer.string(1, request.model_name, nameSize);
+  if (versionSize > 0) writer.string(2, request.model_version, versionSize);
+  if (idSize > 0) writer.string(3, request.id, idSize);
+  parameters.write(writer);
+  for (const { input, inputNameSize, datatypeSize, dims, body } of inputs) {
+    writer.varint(key(5, BYTES));
+    writer.varint(body);
+    writer.string(1, input.name, inputNameSize);
+    writer.string(2, input.datatype, datatypeSize);
+    if (input.shape.length > 0) {
+      writer.varint(key(3, BYTES));
+      writer.varint(dims);
+      for (const dim of input.shape) writer.varint(dim);
+    }
+  }
+  for (const { outputNameSize, map, body, output } of outputs) {
+    writer.varint(key(6, BYTES));
+    writer.varint(body);
+    writer.string(1, output.name, outputNameSize);
+    map.write(writer);
+  }
+  for (const { input } of inputs) writer.bytes(7, input.bytes);
+  return writer.buffer;
+}
+
+// ---------------------------------------------------------------------------
+// Reading.
+
+class Reader {
+  offset: number;
+
+  constructor(
+    readonly buffer: Buffer,
+    start: number,
+    readonly end: number,
+  ) {
+    this.offset = start;
+  }
+
+  get more(): boolean {
+    return this.offset < this.end;
+  }
+
+  /** A varint as a number (exact up to 2^53; wire values past that only in parameters, read by bigVarint). */
+  varint(): number {
+    const buffer = this.buffer;
+    let result = 0;
+    let scale = 1;
+    for (;;) {
+      if (this.offset >= this.end) throw new Error('truncated varint');
+      const byte = buffer[this.offset++]!;
+      result += (byte & 0x7f) * scale;
+      if (byte < 0x80) return result;
+      scale *= 128;
+      if (scale > 2 ** 63) throw new Error('varint longer than 10 bytes');
+    }
+  }
+
+  /** An int64 field: a number (a negative one, ten bytes on the wire, read exactly through BigInt). */
+  int64(): number {
+    const start = this.offset;
+    const value = this.varint();
+    if (this.offset - start < 8) return value;
+    this.offset = start;
+    return integer(this.bigVarint(), true);
+  }
+
+  bigVarint(): bigint {
+    let result = 0n;
+    let shift = 0n;
+    for (;;) {
+      if (this.offset >= this.end) throw new Error('truncated varint');
+      const byte = this.buffer[this.offset++]!;
+      result |= BigInt(byte & 0x7f) << shift;
+      if (byte < 0x80) return result;
+      shift += 7n;
+      if (shift > 63n) throw new Error('varint longer than 10 bytes');
+    }
+  }
+
+  /** The bounds of a length-delimited field's payload. */
+  span(): [number, number] {
+    const length = this.varint();
+    const start = this.offset;
+    const end = start + length;
+    if (end > this.end) throw new Error('length-delimited field runs past its message');
+    this.offset = end;
+    return [start, end];
+  }
+
+  string(): string {
+    const [start, end] = this.span();
+    return this.buffer.toString('utf8', start, end);
+  }
+
+  skip(type: number): void {
+    switch (type) {
+      case VARINT:
+        this.varint();
+        break;
+      case FIXED64:
+        this.offset += 8;
+        break;
+      case BYTES:
+        this.span();
+        break;
+      case FIXED32:
+        this.offset += 4;
+        break;
+      default:
+        throw new Error(`unknown wire type ${type}`);
+    }
+    if (this.offset > this.end) throw new Error('field runs past its message');
+  }
+
+  sub(): Reader {
+    const [start, end] = this.span();
+    return new Reader(this.buffer, start, end);
+  }
+}
+
+/** A 64-bit integer read as two's complement (int64) or not (uint64): a number when exact. */
+function integer(bits: bigint, signed: boolean): number {
+  const value = signed ? BigInt.asIntN(64, bits) : bits;
+  return Number(value);
+}
+
+function readParameter(reader: Reader): string | number | boolean | undefined {
+  let value: string | number | boolean | undefined;
+  while (reader.more) {
+    const tag = reader.varint();
+    const field = tag >>> 3;
+    const type = tag & 7;
+    if (field === 1 && type === VARINT) value = reader.varint() !== 0;
+    else if (field === 2 && type === VARINT) value = reader.int64();
+    else if (field === 3 && type === BYTES) value = reader.string();
+    else if (field === 4 && type === FIXED64) {
+      value = reader.buffer.readDoubleLE(reader.offset);
+      reader.offset += 8;
+    } else if (field === 5 && type === VARINT) value = integer(reader.bigVarint(), false);
+    else reader.skip(type);
+  }
+  return value;
+}
+
+function readMapEntry(reader: Reader, into: Record<string, string | number | boolean>): void {
+  let name = '';
+  let value: string | number | boolean | undefined;
+  while (reader.more) {
+    const tag = reader.varint();
+    const field = tag >>> 3;
+    const type = tag & 7;
+    if (field === 1 && type === BYTES) name = reader.string();
+    else if (field === 2 && type === BYTES) value = readParameter(reader.sub());
+    else reader.skip(type);
+  }
+  if (value !== undefined) into[name] = value;
+}
+
+function readOutputTensor(reader: Reader): WireOutputTensor {
+  const tensor: WireOutputTensor = { name: '', datatype: '', shape: [] };
+  while (reader.more) {
+    const tag = reader.varint();
+    const field = tag >>> 3;
+    const type = tag & 7;
+    if (field === 1 && type === BYTES) tensor.name = reader.string();
+    else if (field === 2 && type === BYTES) tensor.datatype = reader.string();
+    else if (field === 3 && type === BYTES) {
+      const packed = reader.sub();
+      while (packed.more) tensor.shape.push(packed.int64());
+    } else if (field === 3 && type === VARINT) tensor.shape.push(reader.int64());
+    else reader.skip(type);
+  }
+  return tensor;
+}
+
+function readInferResponse(reader: Reader): WireInferResponse {
+  const response: WireInferResponse = { model_name: '', model_version: '', id: '', parameters: {}, outputs: [], raw_output_contents: [] };
+  const buffer = reader.buffer;
+  while (reader.more) {
+    const tag = reader.varint();
+    const field = tag >>> 3;
+    const type = tag & 7;
+    if (type !== BYTES) {
+      reader.skip(type);
+      continue;
+    }
+    switch (field) {
+      case 1:
+        response.model_name = reader.string();
+        break;
+      case 2:
+        response.model_version = reader.string();
+        break;
+      case 3:
+        response.id = reader.string();
+        break;
+      case 4:
+        readMapEntry(reader.sub(), response.parameters);
+        break;
+      case 5:
+        response.outputs.push(readOutputTensor(reader.sub()));
+        break;
+      case 6: {
+        const [start, end] = reader.span();
+        response.raw_output_contents.push(buffer.subarray(start, end));
+        break;
+      }
+      default:
+        reader.skip(type);
+    }
+  }
+  return response;
+}
+
+/** Reads a `ModelInferResponse`; its raw outputs are views of `message`. Throws on malformed input. */
+export function decodeModelInferResponse(message: Buffer): WireInferResponse {
+  return readInferResponse(new Reader(message, 0, message.byteLength));
+}
+
+/** Reads a `ModelStreamInferResponse`: an error message, or a response. */
+export function decodeModelStreamInferResponse(message: Buffer): { error_message: string; infer_response: WireInferResponse | null } {
+  const reader = new Reader(message, 0, message.byteLength);
+  let errorMessage = '';
+  let response: WireInferResponse | null = null;
+  while (reader.more) {
+    const tag = reader.varint();
+    const field = tag >>> 3;
+    const type = tag & 7;
+    if (field === 1 && type === BYTES) errorMessage = reader.string();
+    else if (field === 2 && type === BYTES) response = readInferResponse(reader.sub());
+    else reader.skip(type);
+  }
+  return { error_message: errorMessage, infer_response: response };
+}
