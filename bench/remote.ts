@@ -91,7 +91,7 @@ async function perfAnalyzer(binary: string, protocol: 'grpc' | 'http', url: stri
   try {
     const csv = join(dir, 'out.csv');
     await run(binary, [
-      '-m', model, '-u', url, '-i', protocol, '--shape', `INPUT0:1,${size}`,
+      '-m', model, '-u', url, '-i', protocol, '--shape', `INPUT0:${size}`, // without the batch dimension (batch size 1)
       '--concurrency-range', String(concurrency), '--measurement-interval', String(windowMs),
       // Loose stability: a shared 2-vCPU machine never settles to perf_analyzer's default 10 %.
       '--stability-percentage', '900', '--max-trials', '10', '-f', csv,
@@ -169,8 +169,19 @@ try {
         const samples: Record<'client' | 'perfAnalyzer' | 'tritonclient' | 'inProcess', Measure[]> = { client: [], perfAnalyzer: [], tritonclient: [], inProcess: [] };
         for (let round = 0; round < rounds; round++) {
           samples.client.push(await closedLoop(() => remoteModel.infer({ inputs: { INPUT0: { shape: [1, size], data } } }), concurrency));
-          if (args['perf-analyzer'] !== undefined) samples.perfAnalyzer.push(await perfAnalyzer(args['perf-analyzer'], protocol, url, size, concurrency));
-          if (args.tritonclient !== undefined) samples.tritonclient.push(await tritonclient(args.tritonclient, protocol, url, size, concurrency));
+          // A tool that fails leaves its cell empty (and says why on stderr) rather than ending the run.
+          const measure = async (list: Measure[], tool: string, run: () => Promise<Measure>): Promise<void> => {
+            try {
+              list.push(await run());
+            } catch (error) {
+              const text = (error as { stderr?: string }).stderr?.trim().split('\n').pop() ?? String(error);
+              console.error(`${tool} failed (${protocol} [1,${size}] C=${concurrency}): ${text}`);
+            }
+          };
+          const pa = args['perf-analyzer'];
+          if (pa !== undefined) await measure(samples.perfAnalyzer, 'perf_analyzer', () => perfAnalyzer(pa, protocol, url, size, concurrency));
+          const tc = args.tritonclient;
+          if (tc !== undefined) await measure(samples.tritonclient, 'tritonclient', () => tritonclient(tc, protocol, url, size, concurrency));
           if (inProcessServer !== undefined) {
             const local = inProcessServer.model(model);
             samples.inProcess.push(await closedLoop(() => local.infer({ inputs: { INPUT0: { shape: [1, size], data } } }), concurrency));

@@ -161,33 +161,32 @@ export class Client implements InferenceServer, AsyncDisposable {
     const tls = targets.tls || resolved.tls !== undefined;
     let pool: EndpointPool;
     let resolve: (() => Promise<void>) | undefined;
+    const scheme = targets.protocol === 'grpc' ? (tls ? 'grpcs' : 'grpc') : tls ? 'https' : 'http';
+    const endpointOf = (address: HostPort): string => `${scheme}://${authority(address)}`;
+    let make: (address: HostPort, servername?: string) => Transport;
     if (targets.protocol === 'grpc') {
-      const make = await grpcTransports(resolved);
-      const scheme = tls ? 'grpcs' : 'grpc';
-      const transports = targets.dns !== undefined
-        ? [make({ target: `dns:///${authority(targets.dns)}`, endpoint: `${scheme}://${authority(targets.dns)}`, tls, roundRobin: true })]
-        : targets.addresses.map((address) => make({ target: authority(address), endpoint: `${scheme}://${authority(address)}`, tls, roundRobin: false }));
-      pool = new EndpointPool(transports, resolved);
+      const grpc = await grpcTransports(resolved);
+      make = (address, servername) => grpc({ endpoint: endpointOf(address), host: address.host, port: address.port, tls, ...(servername === undefined ? {} : { servername }) });
     } else {
-      const make = await httpTransports(tls, resolved);
-      pool = new EndpointPool(targets.addresses.map((address) => make(address)), resolved);
-      const dns = targets.dns;
-      if (dns !== undefined) {
-        resolve = async () => {
-          const found = await lookup(dns.host, { all: true });
-          const scheme = tls ? 'https' : 'http';
-          pool.replace(
-            found.map(({ address }) => {
-              const where: HostPort = { host: address, port: dns.port };
-              return { endpoint: `${scheme}://${authority(where)}`, make: () => make(where, dns.host) };
-            }),
-          );
-        };
-        try {
-          await resolve();
-        } catch (error) {
-          throw new TritonError('UNAVAILABLE', `could not resolve '${dns.host}': ${(error as Error).message}`, { cause: error });
-        }
+      make = await httpTransports(tls, resolved);
+    }
+    pool = new EndpointPool(targets.addresses.map((address) => make(address)), resolved);
+    const dns = targets.dns;
+    if (dns !== undefined) {
+      // Every address of the name is an endpoint of the pool; the name is resolved again every resolveIntervalMs.
+      resolve = async () => {
+        const found = await lookup(dns.host, { all: true });
+        pool.replace(
+          found.map(({ address }) => {
+            const where: HostPort = { host: address, port: dns.port };
+            return { endpoint: endpointOf(where), make: () => make(where, dns.host) };
+          }),
+        );
+      };
+      try {
+        await resolve();
+      } catch (error) {
+        throw new TritonError('UNAVAILABLE', `could not resolve '${dns.host}': ${(error as Error).message}`, { cause: error });
       }
     }
     const client = new Client(pool, resolved, targets);

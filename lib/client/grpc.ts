@@ -1,10 +1,10 @@
 /**
- * The gRPC transport: one @grpc/grpc-js channel to one target (an address,
- * or a `dns:///` name that grpc-js resolves and balances round-robin).
- * Tensors travel as `raw_input_contents` / `raw_output_contents`; outputs are
- * views over the received message.
+ * The gRPC transport: KServe v2's `GRPCInferenceService` to one address over
+ * `node:http2` (lib/client/h2.ts). Inference messages go through this
+ * package's own protobuf codec (lib/kserve/infer-wire.ts): tensors as
+ * `raw_input_contents` / `raw_output_contents`, outputs as views of the
+ * received message; the other messages through @grpc/proto-loader's.
  */
-import type * as GrpcJs from '@grpc/grpc-js';
 import { TritonError, type TritonErrorCode } from '../errors.js';
 import type { ModelMetadata, TensorMetadata } from '../model.js';
 import { parseStatistics, type ModelStatistics } from '../observability/statistics.js';
@@ -12,12 +12,10 @@ import type { ModelIndexEntry, ServerMetadata } from '../server.js';
 import { DATA_TYPE_INFO, outputTensor, type Tensor } from '../tensor.js';
 import { checkDatatype } from '../kserve/codec.js';
 import { decodeModelInferResponse, decodeModelStreamInferResponse, encodeModelInferRequest, type WireInferResponse } from '../kserve/infer-wire.js';
-import { loadGrpcService } from '../kserve/proto.js';
+import { loadInferenceMessages, type MessageCodec } from '../kserve/proto.js';
+import { GrpcConnection, STATUS, type CallEnd } from './h2.js';
 
-const MODEL_INFER = '/inference.GRPCInferenceService/ModelInfer';
-const MODEL_STREAM_INFER = '/inference.GRPCInferenceService/ModelStreamInfer';
-/** The messages are already bytes (lib/kserve/infer-wire.ts): grpc-js passes them through. */
-const passBytes = (bytes: Buffer): Buffer => bytes;
+const SERVICE = '/inference.GRPCInferenceService/';
 import type { ResolvedClientOptions } from './options.js';
 import {
   ConnectionError,
@@ -34,17 +32,6 @@ import {
   type WireParameterValue,
 } from './transport.js';
 
-type UnaryMethod = (
-  request: unknown,
-  metadata: GrpcJs.Metadata,
-  options: GrpcJs.CallOptions,
-  callback: (error: GrpcJs.ServiceError | null, response?: unknown) => void,
-) => GrpcJs.ClientUnaryCall;
-
-type GrpcClient = GrpcJs.Client & Record<string, UnaryMethod> & {
-  ModelStreamInfer(metadata: GrpcJs.Metadata, options: GrpcJs.CallOptions): GrpcJs.ClientDuplexStream<unknown, unknown>;
-};
-
 /** gRPC status (numeric) → Triton's error code, the inverse of Triton's front end. */
 const CODE_OF_STATUS: Readonly<Record<number, TritonErrorCode>> = {
   1: 'CANCELLED',
@@ -59,7 +46,6 @@ const CODE_OF_STATUS: Readonly<Record<number, TritonErrorCode>> = {
   13: 'INTERNAL',
   14: 'UNAVAILABLE',
 };
-const STATUS_UNAVAILABLE = 14;
 const STATUS_PERMISSION_DENIED = 7;
 const STATUS_UNAUTHENTICATED = 16;
 
@@ -124,94 +110,79 @@ function statisticsFromWire(value: unknown): unknown {
 }
 
 export interface GrpcTarget {
-  /** grpc-js target: `host:port` or `dns:///name:port`. */
-  target: string;
   /** Named in errors: `grpc://host:port`. */
   endpoint: string;
+  host: string;
+  port: number;
   tls: boolean;
-  /** Balance over every address the target resolves to. */
-  roundRobin: boolean;
+  /** The name the server's certificate must carry (a DNS target's name, for its addresses). */
+  servername?: string;
 }
 
-/** Loads grpc-js; then makes a transport per target. */
+/** Loads the message codecs; then makes a transport per address. */
 export async function grpcTransports(options: ResolvedClientOptions): Promise<(where: GrpcTarget) => Transport> {
-  const { grpc, service } = await loadGrpcService('the gRPC client (grpc:// targets)');
-  return (where) => new GrpcTransport(grpc, service, where, options);
+  const codecs = await loadInferenceMessages('the gRPC client (grpc:// targets)');
+  return (where) => new GrpcTransport(codecs, where, options);
 }
 
 class GrpcTransport implements Transport {
   readonly endpoint: string;
   readonly streaming = true;
-  readonly #grpc: typeof GrpcJs;
-  readonly #client: GrpcClient;
+  readonly #codecs: Record<string, MessageCodec>;
+  readonly #connection: GrpcConnection;
   readonly #headers: Record<string, string>;
 
-  constructor(grpc: typeof GrpcJs, service: GrpcJs.ServiceDefinition, where: GrpcTarget, options: ResolvedClientOptions) {
-    this.#grpc = grpc;
+  constructor(codecs: Record<string, MessageCodec>, where: GrpcTarget, options: ResolvedClientOptions) {
+    this.#codecs = codecs;
     this.endpoint = where.endpoint;
-    this.#headers = options.headers;
-    const channelOptions: GrpcJs.ChannelOptions = {
-      'grpc.max_receive_message_length': options.maxMessageBytes,
-      'grpc.max_send_message_length': options.maxMessageBytes,
-      'grpc.keepalive_time_ms': options.keepAliveMs,
-      'grpc.keepalive_timeout_ms': 20_000,
-      // A restarted server is reached within seconds, not after grpc-js's default 2-minute backoff.
-      'grpc.initial_reconnect_backoff_ms': 200,
-      'grpc.max_reconnect_backoff_ms': 5000,
-    };
-    if (where.roundRobin) channelOptions['grpc.service_config'] = JSON.stringify({ loadBalancingConfig: [{ round_robin: {} }] });
-    if (options.compression === 'gzip') channelOptions['grpc.default_compression_algorithm'] = 2;
-    if (options.tls?.servername !== undefined) channelOptions['grpc.ssl_target_name_override'] = options.tls.servername;
-    const pem = (value: string | Uint8Array | undefined): Buffer | null =>
-      value === undefined ? null : Buffer.from(typeof value === 'string' ? Buffer.from(value) : value);
-    const credentials = where.tls
-      ? grpc.credentials.createSsl(pem(options.tls?.ca), pem(options.tls?.key), pem(options.tls?.cert))
-      : grpc.credentials.createInsecure();
-    const Client = grpc.makeGenericClientConstructor(service, 'GRPCInferenceService') as unknown as new (
-      target: string,
-      credentials: GrpcJs.ChannelCredentials,
-      options: GrpcJs.ChannelOptions,
-    ) => GrpcClient;
-    this.#client = new Client(where.target, credentials, channelOptions);
-  }
-
-  #metadata(call: Call): GrpcJs.Metadata {
-    const metadata = new this.#grpc.Metadata();
-    for (const key in this.#headers) metadata.set(key, this.#headers[key]!);
-    for (const key in call.headers) metadata.set(key, call.headers[key]!);
-    return metadata;
-  }
-
-  /** The TritonError for a failed call: connection failures apart, so that the pool can retry them. */
-  #error(error: GrpcJs.ServiceError): TritonError {
-    const details = error.details || error.message;
-    if (error.code === STATUS_UNAVAILABLE && !isServerAnswer(details)) {
-      // Waiting for a connection that never came: the request was not sent.
-      return new ConnectionError(details, this.endpoint, { cause: error, sent: !/No connection established|Waiting for LB pick/i.test(details) });
-    }
-    if (error.code === STATUS_PERMISSION_DENIED || error.code === STATUS_UNAUTHENTICATED) {
-      return serverError('UNAVAILABLE', `permission denied: ${details}`, this.endpoint, error);
-    }
-    return serverError(CODE_OF_STATUS[error.code] ?? 'UNKNOWN', details, this.endpoint, error);
-  }
-
-  #unary<T>(method: string, request: unknown, call: Call): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      const options: GrpcJs.CallOptions = call.deadline === undefined ? {} : { deadline: call.deadline };
-      const signal = call.signal;
-      let abort: (() => void) | undefined;
-      const pending = this.#client[method]!(request, this.#metadata(call), options, (error, response) => {
-        if (abort !== undefined) signal!.removeEventListener('abort', abort);
-        if (error === null) resolve(response as T);
-        else reject(this.#error(error));
-      });
-      if (signal !== undefined) {
-        abort = () => pending.cancel();
-        signal.addEventListener('abort', abort, { once: true });
-      }
+    this.#headers = lowerCase(options.headers);
+    const host = where.host.includes(':') ? `[${where.host}]` : where.host;
+    const servername = options.tls?.servername ?? where.servername;
+    this.#connection = new GrpcConnection({
+      origin: `${where.tls ? 'https' : 'http'}://${host}:${where.port}`,
+      tls: where.tls ? { ...options.tls, ...(servername === undefined ? {} : { servername }) } : undefined,
+      connectTimeoutMs: options.connectTimeoutMs,
+      keepAliveMs: options.keepAliveMs,
+      maxMessageBytes: options.maxMessageBytes,
+      compress: options.compression === 'gzip',
     });
   }
 
+  #metadata(call: Call): Record<string, string> {
+    const extra = call.headers;
+    for (const _ in extra) return { ...this.#headers, ...lowerCase(extra) };
+    return this.#headers;
+  }
+
+  /** The TritonError for a call that ended badly: connection failures apart, so that the pool can retry them. */
+  #error(end: CallEnd): TritonError {
+    if (end.connection !== undefined) {
+      return new ConnectionError(end.message, this.endpoint, { cause: end.connection.cause, sent: end.connection.sent });
+    }
+    if (end.code === STATUS_PERMISSION_DENIED || end.code === STATUS_UNAUTHENTICATED) {
+      return serverError('UNAVAILABLE', `permission denied: ${end.message}`, this.endpoint);
+    }
+    return serverError(CODE_OF_STATUS[end.code] ?? 'UNKNOWN', end.message || `gRPC status ${end.code}`, this.endpoint);
+  }
+
+  async #call(method: string, message: Buffer, call: Call): Promise<Buffer> {
+    try {
+      return await this.#connection.unary(SERVICE + method, message, this.#metadata(call), call.deadline, call.signal);
+    } catch (error) {
+      const end = (error as { grpc?: CallEnd }).grpc;
+      throw end === undefined ? error : this.#error(end);
+    }
+  }
+
+  async #unary<T>(method: string, request: object, call: Call): Promise<T> {
+    const codec = this.#codecs[method]!;
+    const bytes = await this.#call(method, codec.requestSerialize(request), call);
+    try {
+      return codec.responseDeserialize(bytes) as T;
+    } catch (error) {
+      throw serverError('INTERNAL', `malformed ${method} response: ${(error as Error).message}`, this.endpoint);
+    }
+  }
   async live(call: Call): Promise<boolean> {
     return (await this.#unary<{ live: boolean }>('ServerLive', {}, call)).live;
   }
@@ -274,29 +245,13 @@ class GrpcTransport implements Transport {
   }
 
   /** ModelInfer with this package's own codec (lib/kserve/infer-wire.ts): bytes in, views out. */
-  infer(request: EncodedRequest, call: Call): Promise<DecodedResponse> {
-    const message = encodeRequest(request);
-    return new Promise<DecodedResponse>((resolve, reject) => {
-      const options: GrpcJs.CallOptions = call.deadline === undefined ? {} : { deadline: call.deadline };
-      const signal = call.signal;
-      let abort: (() => void) | undefined;
-      const pending = this.#client.makeUnaryRequest<Buffer, Buffer>(MODEL_INFER, passBytes, passBytes, message, this.#metadata(call), options, (error, response) => {
-        if (abort !== undefined) signal!.removeEventListener('abort', abort);
-        if (error !== null || response === undefined) {
-          reject(this.#error(error ?? ({ code: 13, details: 'no response', message: 'no response' } as GrpcJs.ServiceError)));
-          return;
-        }
-        try {
-          resolve(decodeResponse(decodeModelInferResponse(response), this.endpoint));
-        } catch (failure) {
-          reject(failure instanceof TritonError ? failure : serverError('INTERNAL', `malformed ModelInferResponse: ${(failure as Error).message}`, this.endpoint));
-        }
-      });
-      if (signal !== undefined) {
-        abort = () => pending.cancel();
-        signal.addEventListener('abort', abort, { once: true });
-      }
-    });
+  async infer(request: EncodedRequest, call: Call): Promise<DecodedResponse> {
+    const bytes = await this.#call('ModelInfer', encodeRequest(request), call);
+    try {
+      return decodeResponse(decodeModelInferResponse(bytes), this.endpoint);
+    } catch (failure) {
+      throw failure instanceof TritonError ? failure : serverError('INTERNAL', `malformed ModelInferResponse: ${(failure as Error).message}`, this.endpoint);
+    }
   }
 
   /**
@@ -305,87 +260,76 @@ class GrpcTransport implements Transport {
    * with its call), and HTTP/2 multiplexes the calls over one connection.
    */
   stream(request: EncodedRequest, call: Call, sink: StreamSink): StreamHandle {
-    const options: GrpcJs.CallOptions = call.deadline === undefined ? {} : { deadline: call.deadline };
-    const duplex = this.#client.makeBidiStreamRequest<Buffer, Buffer>(MODEL_STREAM_INFER, passBytes, passBytes, this.#metadata(call), options);
     let done = false;
-    const finish = (): void => {
+    const fail = (error: TritonError): void => {
+      if (done) return;
       done = true;
-      duplex.removeAllListeners('data');
+      open.cancel();
+      sink.error(error);
     };
-    duplex.on('data', (bytes: Buffer) => {
-      if (done) return;
-      let message: ReturnType<typeof decodeModelStreamInferResponse>;
-      try {
-        message = decodeModelStreamInferResponse(bytes);
-      } catch (failure) {
-        finish();
-        duplex.cancel();
-        sink.error(serverError('INTERNAL', `malformed ModelStreamInferResponse: ${(failure as Error).message}`, this.endpoint));
-        return;
-      }
-      if (message.error_message !== '') {
-        finish();
-        duplex.cancel();
-        sink.error(serverError(errorCodeOfMessage(message.error_message), message.error_message, this.endpoint));
-        return;
-      }
-      const wire = message.infer_response;
-      if (wire === null) return;
-      let response;
-      try {
-        response = decodeResponse(wire, this.endpoint);
-      } catch (error) {
-        finish();
-        duplex.cancel();
-        sink.error(error as TritonError);
-        return;
-      }
-      const final = response.finalFlag ?? true;
-      // With triton_enable_empty_final_response, the end of a decoupled
-      // request comes as a response with nothing in it but the flag.
-      const emptyFinal = final && wire.outputs.length === 0 && Object.keys(response.parameters).length === 0;
-      if (!emptyFinal) {
-        const { finalFlag: _, ...rest } = response;
-        sink.response({ ...rest, final });
-      }
-      if (final) {
-        finish();
-        duplex.end();
-        sink.end();
-      }
-    });
-    duplex.on('error', (error: GrpcJs.ServiceError) => {
-      if (done) return;
-      finish();
-      sink.error(this.#error(error));
-    });
-    duplex.on('end', () => {
-      if (done) return;
-      finish();
-      sink.error(new ConnectionError("the stream ended before the request's final response", this.endpoint));
-    });
-    duplex.write(encodeRequest(request, { triton_enable_empty_final_response: true }));
-    return {
-      cancel: () => {
+    const open = this.#connection.start(SERVICE + 'ModelStreamInfer', this.#metadata(call), call.deadline, {
+      message: (bytes) => {
         if (done) return;
-        finish();
-        duplex.cancel();
+        let message: ReturnType<typeof decodeModelStreamInferResponse>;
+        let response: ReturnType<typeof decodeResponse> | undefined;
+        try {
+          message = decodeModelStreamInferResponse(bytes);
+          if (message.error_message === '' && message.infer_response !== null) response = decodeResponse(message.infer_response, this.endpoint);
+        } catch (failure) {
+          fail(failure instanceof TritonError ? failure : serverError('INTERNAL', `malformed ModelStreamInferResponse: ${(failure as Error).message}`, this.endpoint));
+          return;
+        }
+        if (message.error_message !== '') {
+          fail(serverError(errorCodeOfMessage(message.error_message), message.error_message, this.endpoint));
+          return;
+        }
+        if (response === undefined) return;
+        const final = response.finalFlag ?? true;
+        // With triton_enable_empty_final_response, the end of a decoupled
+        // request comes as a response with nothing in it but the flag.
+        const emptyFinal = final && Object.keys(response.outputs).length === 0 && Object.keys(response.parameters).length === 0;
+        if (!emptyFinal) {
+          const { finalFlag: _, ...rest } = response;
+          sink.response({ ...rest, final });
+        }
+        if (final) {
+          done = true;
+          open.finish();
+          sink.end();
+        }
       },
+      end: (result) => {
+        if (done) return;
+        if (result.code === STATUS.OK) {
+          fail(new ConnectionError("the stream ended before the request's final response", this.endpoint));
+        } else {
+          fail(this.#error(result));
+        }
+      },
+    });
+    open.send(encodeRequest(request, { triton_enable_empty_final_response: true }), false);
+    const signal = call.signal;
+    const onAbort = (): void => {
+      if (done) return;
+      done = true;
+      open.cancel();
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+    return {
+      cancel: onAbort,
     };
   }
 
   close(): void {
-    this.#client.close();
+    this.#connection.close();
   }
 }
 
-/**
- * grpc-js reports a refused or lost connection as UNAVAILABLE, as Triton
- * does for a model that is not ready; Triton's answers say what is
- * unavailable, the transport's name the connection.
- */
-function isServerAnswer(details: string): boolean {
-  return !/(No connection established|Connection dropped|connect|ECONNREFUSED|ECONNRESET|GOAWAY|RST_STREAM|Socket closed|TLS|handshake|name resolution|DNS|Waiting for LB pick|Deadline)/i.test(details);
+/** Header names as HTTP/2 sends them: lower case. */
+function lowerCase(headers: Record<string, string>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const key in headers) out[key.toLowerCase()] = headers[key]!;
+  return out;
 }
 
 /** A stream's error message carries no status; Triton's wording tells the common ones. */

@@ -18,6 +18,40 @@ function protoDirectory(): string {
   throw new TritonError('INTERNAL', `the KServe .proto files were not found beside ${here}`);
 }
 
+/** One method's message codecs, as proto-loader makes them (protobufjs underneath). */
+export interface MessageCodec {
+  requestSerialize(value: object): Buffer;
+  responseDeserialize(bytes: Buffer): unknown;
+}
+
+let messages: Promise<Record<string, MessageCodec>> | undefined;
+
+/**
+ * The codecs of `inference.GRPCInferenceService`'s messages, by method name,
+ * from @grpc/proto-loader alone (the remote client speaks HTTP/2 itself).
+ */
+export function loadInferenceMessages(what: string): Promise<Record<string, MessageCodec>> {
+  messages ??= (async () => {
+    let protoLoader: typeof import('@grpc/proto-loader');
+    try {
+      protoLoader = await import('@grpc/proto-loader');
+    } catch (error) {
+      messages = undefined;
+      throw new TritonError('UNAVAILABLE', `${what} needs the optional peer dependency @grpc/proto-loader: npm install @grpc/proto-loader`, { cause: error });
+    }
+    const definition = protoLoader.loadSync('inference.proto', {
+      includeDirs: [protoDirectory()],
+      keepCase: true,
+      longs: String,
+      enums: String,
+      defaults: true,
+      oneofs: true,
+    });
+    return definition['inference.GRPCInferenceService'] as unknown as Record<string, MessageCodec>;
+  })();
+  return messages;
+}
+
 export interface GrpcService {
   grpc: typeof GrpcJs;
   service: GrpcJs.ServiceDefinition;
