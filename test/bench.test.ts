@@ -225,3 +225,34 @@ describe('bench/perf.ts --output-buffers', () => {
     expect(error?.stderr).toContain('--output-buffers: identity_bytes sends or returns BYTES');
   }, 60_000);
 });
+
+describe('bench/remote.ts (remote mode), one short run against serveKServe in its own process', () => {
+  it('reports this client per protocol, with the in-process figure beside it', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'bench-remote-test-'));
+    try {
+      const json = join(dir, 'remote.json');
+      const { stdout } = await execFileAsync(
+        process.execPath,
+        ['--import', 'tsx', resolve(REPO_ROOT, 'bench/remote.ts'), '--window-ms', '300', '--rounds', '1', '--sizes', '16', '--concurrency', '2', '--json', json],
+        { cwd: REPO_ROOT, timeout: 60_000 },
+      );
+      expect(stdout).toContain('| protocol | shape | C | this client |');
+      const report = JSON.parse(await readFile(json, 'utf8')) as {
+        model: string;
+        rows: Array<{ protocol: string; size: number; concurrency: number; client: { throughput: number; p99us: number }; inProcess?: { throughput: number } }>;
+      };
+      expect(report.model).toBe('identity_fp32');
+      expect(report.rows.map((row) => [row.protocol, row.size, row.concurrency])).toEqual([
+        ['grpc', 16, 2],
+        ['http', 16, 2],
+      ]);
+      for (const row of report.rows) {
+        expect(row.client.throughput).toBeGreaterThan(0);
+        expect(row.client.p99us).toBeGreaterThan(0);
+        expect(row.inProcess?.throughput).toBeGreaterThan(0);
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});

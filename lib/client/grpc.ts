@@ -80,7 +80,10 @@ function decodeResponse(message: WireInferResponse, endpoint: string): DecodedRe
   };
 }
 
-function encodeRequest(request: EncodedRequest, extra?: Record<string, WireParameterValue>): Buffer {
+/** gRPC's message header: a compressed flag and a 4-byte length. */
+const GRPC_PREFIX = 5;
+
+function encodeRequest(request: EncodedRequest, extra?: Record<string, WireParameterValue>, prefix = 0): Buffer {
   return encodeModelInferRequest({
     model_name: request.model,
     model_version: versionText(request.version),
@@ -91,7 +94,7 @@ function encodeRequest(request: EncodedRequest, extra?: Record<string, WireParam
       name: output.name,
       parameters: output.classification === undefined ? undefined : { classification: output.classification },
     })),
-  });
+  }, prefix);
 }
 
 /** Statistics from proto-loader (64-bit counts as decimal strings) in the package's typed form. */
@@ -165,9 +168,9 @@ class GrpcTransport implements Transport {
     return serverError(CODE_OF_STATUS[end.code] ?? 'UNKNOWN', end.message || `gRPC status ${end.code}`, this.endpoint);
   }
 
-  async #call(method: string, message: Buffer, call: Call): Promise<Buffer> {
+  async #call(method: string, message: Buffer, call: Call, framed = false): Promise<Buffer> {
     try {
-      return await this.#connection.unary(SERVICE + method, message, this.#metadata(call), call.deadline, call.signal);
+      return await this.#connection.unary(SERVICE + method, message, this.#metadata(call), call.deadline, call.signal, framed);
     } catch (error) {
       const end = (error as { grpc?: CallEnd }).grpc;
       throw end === undefined ? error : this.#error(end);
@@ -246,7 +249,7 @@ class GrpcTransport implements Transport {
 
   /** ModelInfer with this package's own codec (lib/kserve/infer-wire.ts): bytes in, views out. */
   async infer(request: EncodedRequest, call: Call): Promise<DecodedResponse> {
-    const bytes = await this.#call('ModelInfer', encodeRequest(request), call);
+    const bytes = await this.#call('ModelInfer', encodeRequest(request, undefined, GRPC_PREFIX), call, true);
     try {
       return decodeResponse(decodeModelInferResponse(bytes), this.endpoint);
     } catch (failure) {

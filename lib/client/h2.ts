@@ -43,8 +43,11 @@ export interface CallHandlers {
 }
 
 export interface OpenCall {
-  /** Sends a message; `last` half-closes the request side. */
-  send(message: Buffer, last: boolean): void;
+  /**
+   * Sends a message; `last` half-closes the request side. With `framed`, the
+   * message's first 5 bytes are free for the gRPC header (written in place).
+   */
+  send(message: Buffer, last: boolean, framed?: boolean): void;
   /** Half-closes the request side. */
   finish(): void;
   /** Cancels the call (the server sees RST_STREAM CANCEL). */
@@ -52,6 +55,9 @@ export interface OpenCall {
 }
 
 const PING_TIMEOUT_MS = 20_000;
+const STREAM_WINDOW_BYTES = 16 * 1024 * 1024;
+const CONNECTION_WINDOW_BYTES = 64 * 1024 * 1024;
+const MAX_FRAME_BYTES = 1024 * 1024;
 
 /** `grpc-timeout`: at most eight digits and a unit. */
 function grpcTimeout(ms: number): string {
@@ -127,7 +133,11 @@ export class GrpcConnection {
     const existing = this.#session;
     if (existing !== undefined && !existing.closed && !existing.destroyed) return existing;
     const { origin, tls, connectTimeoutMs } = this.#options;
-    const settings: http2.SecureClientSessionOptions = { settings: { enablePush: false } };
+    // HTTP/2's default flow-control windows (64 KiB per stream and per connection) hold 16
+    // concurrent 64 KiB responses to one window's worth per round trip: open them wide.
+    const settings: http2.SecureClientSessionOptions = {
+      settings: { enablePush: false, initialWindowSize: STREAM_WINDOW_BYTES, maxFrameSize: MAX_FRAME_BYTES },
+    };
     if (tls !== undefined) {
       if (tls.ca !== undefined) settings.ca = tls.ca as string | Buffer;
       if (tls.cert !== undefined) settings.cert = tls.cert as string | Buffer;
@@ -144,6 +154,7 @@ export class GrpcConnection {
     session.once('connect', () => {
       clearTimeout(timer);
       this.#connected = true;
+      session.setLocalWindowSize(CONNECTION_WINDOW_BYTES);
       this.#startPings(session);
     });
     // Errors reach the streams; the session is dropped and the next call connects again.
@@ -261,6 +272,9 @@ export class GrpcConnection {
     });
     stream.on('trailers', (h) => {
       status ??= statusOf(h);
+      // The status ends the call: settle now rather than at the stream's 'close', ticks later.
+      const settled = status;
+      if (settled !== undefined) void delivery.then(() => end(settled), () => undefined);
     });
     stream.on('error', (error: unknown) => {
       failure ??= error;
@@ -289,14 +303,22 @@ export class GrpcConnection {
       return out;
     };
     return {
-      send: (message, last) => {
+      send: (message, last, framed = false) => {
         if (ended) return;
         if (!compress) {
-          if (last) stream.end(frame(message, 0));
-          else stream.write(frame(message, 0));
+          let out: Buffer;
+          if (framed) {
+            out = message;
+            out[0] = 0;
+            out.writeUInt32BE(message.length - 5, 1);
+          } else {
+            out = frame(message, 0);
+          }
+          if (last) stream.end(out);
+          else stream.write(out);
           return;
         }
-        gzipAsync(message).then(
+        gzipAsync(framed ? message.subarray(5) : message).then(
           (zipped) => {
             if (ended || stream.closed) return;
             if (last) stream.end(frame(zipped, 1));
@@ -317,7 +339,7 @@ export class GrpcConnection {
   }
 
   /** One unary call: resolves with the response message, or the way the call ended. */
-  unary(path: string, message: Buffer, metadata: Record<string, string>, deadline: number | undefined, signal: AbortSignal | undefined): Promise<Buffer> {
+  unary(path: string, message: Buffer, metadata: Record<string, string>, deadline: number | undefined, signal: AbortSignal | undefined, framed = false): Promise<Buffer> {
     return new Promise((resolve, reject) => {
       let response: Buffer | undefined;
       const onAbort = (): void => call.cancel();
@@ -336,7 +358,7 @@ export class GrpcConnection {
         if (signal.aborted) call.cancel();
         else signal.addEventListener('abort', onAbort, { once: true });
       }
-      call.send(message, true);
+      call.send(message, true, framed);
     });
   }
 

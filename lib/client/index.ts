@@ -1,7 +1,7 @@
 /**
  * `tritonserver-node/client`: remote mode. The in-process `Server`/`Model`
  * surface (`InferenceServer`/`InferenceModel`) over KServe v2, gRPC
- * (@grpc/grpc-js) or HTTP (undici), to one Triton server or a fleet. The
+ * (node:http2 with @grpc/proto-loader) or HTTP (undici), to one Triton server or a fleet. The
  * in-process core never imports this; its transports load their optional
  * peer dependency only when a target of that protocol is used.
  */

@@ -204,8 +204,12 @@ function shapeSize(shape: readonly number[]): number {
   return size;
 }
 
-/** `ModelInferRequest` with every input's bytes in `raw_input_contents`. */
-export function encodeModelInferRequest(request: WireInferRequest): Buffer {
+/**
+ * `ModelInferRequest` with every input's bytes in `raw_input_contents`.
+ * `prefix` bytes are left free in front (for gRPC's 5-byte message header,
+ * so that the tensors are copied once, into the frame).
+ */
+export function encodeModelInferRequest(request: WireInferRequest, prefix = 0): Buffer {
   const nameSize = utf8Size(request.model_name);
   const versionSize = utf8Size(request.model_version);
   const idSize = utf8Size(request.id);
@@ -231,7 +235,8 @@ export function encodeModelInferRequest(request: WireInferRequest): Buffer {
     return { outputNameSize, map, body, output };
   });
 
-  const writer = new Writer(size);
+  const writer = new Writer(prefix + size);
+  writer.offset = prefix;
   if (nameSize > 0) writer.string(1, request.model_name, nameSize);
   if (versionSize > 0) writer.string(2, request.model_version, versionSize);
   if (idSize > 0) writer.string(3, request.id, idSize);
