@@ -24,6 +24,19 @@ export interface MessageCodec {
   responseDeserialize(bytes: Buffer): unknown;
 }
 
+/** The package's .proto files, fields as written (snake_case). */
+function loadDefinition(protoLoader: typeof import('@grpc/proto-loader')): import('@grpc/proto-loader').PackageDefinition {
+  return protoLoader.loadSync('inference.proto', {
+    includeDirs: [protoDirectory()],
+    keepCase: true,
+    // 64-bit integers arrive as decimal strings: int64_contents stay exact.
+    longs: String,
+    enums: String,
+    defaults: true,
+    oneofs: true,
+  });
+}
+
 let messages: Promise<Record<string, MessageCodec>> | undefined;
 
 /**
@@ -39,15 +52,7 @@ export function loadInferenceMessages(what: string): Promise<Record<string, Mess
       messages = undefined;
       throw new TritonError('UNAVAILABLE', `${what} needs the optional peer dependency @grpc/proto-loader: npm install @grpc/proto-loader`, { cause: error });
     }
-    const definition = protoLoader.loadSync('inference.proto', {
-      includeDirs: [protoDirectory()],
-      keepCase: true,
-      longs: String,
-      enums: String,
-      defaults: true,
-      oneofs: true,
-    });
-    return definition['inference.GRPCInferenceService'] as unknown as Record<string, MessageCodec>;
+    return loadDefinition(protoLoader)['inference.GRPCInferenceService'] as unknown as Record<string, MessageCodec>;
   })();
   return messages;
 }
@@ -75,16 +80,7 @@ export function loadGrpcService(what: string): Promise<GrpcService> {
         { cause: error },
       );
     }
-    const definition = protoLoader.loadSync('inference.proto', {
-      includeDirs: [protoDirectory()],
-      keepCase: true,
-      // 64-bit integers arrive as decimal strings: int64_contents stay exact.
-      longs: String,
-      enums: String,
-      defaults: true,
-      oneofs: true,
-    });
-    const pkg = grpc.loadPackageDefinition(definition) as unknown as {
+    const pkg = grpc.loadPackageDefinition(loadDefinition(protoLoader)) as unknown as {
       inference: { GRPCInferenceService: { service: GrpcJs.ServiceDefinition } };
     };
     return { grpc, service: pkg.inference.GRPCInferenceService.service };
