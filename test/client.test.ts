@@ -217,6 +217,42 @@ describe('gzip', () => {
 });
 
 describe('retries', () => {
+  it('repeat calls that a server answers UNAVAILABLE (stopping) on another endpoint; inferences only when asked', async () => {
+    // An endpoint that is live but answers every other route 503, as a server that is stopping does.
+    const stopping = createServer((req, res) => {
+      req.resume();
+      if (req.url === '/v2/health/live') res.writeHead(200, { 'content-length': '0' }).end();
+      else res.writeHead(503, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'the server is stopping' }));
+    });
+    await new Promise<void>((done) => stopping.listen(0, '127.0.0.1', done));
+    const down = `http://127.0.0.1:${(stopping.address() as { port: number }).port}`;
+    const make = async (inference: boolean): Promise<Client> => {
+      const client = await Client.connect([down, targets().http], { retry: { inference, backoffMs: 1 }, healthCheckIntervalMs: 5 });
+      while (client.healthyEndpoints.length < 2) await new Promise((resolve) => setTimeout(resolve, 5));
+      return client;
+    };
+    const plain = await make(false);
+    const opted = await make(true);
+    try {
+      const metadata = await Promise.all(Array.from({ length: 8 }, () => plain.metadata()));
+      expect(metadata.every((m) => m.name === 'triton')).toBe(true);
+      // Answering 503 does not take an endpoint out of the pool (only a failed connection does).
+      expect(plain.healthyEndpoints).toEqual([down, targets().http]);
+      const load = (client: Client) => Promise.allSettled(Array.from({ length: 8 }, () => client.model('identity_fp32').infer({ inputs: small })));
+      expect((await load(opted)).every((r) => r.status === 'fulfilled')).toBe(true);
+      const unasked = (await load(plain)).filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => r.reason as { code: string; message: string });
+      expect(unasked.length).toBeGreaterThan(0);
+      for (const failure of unasked) {
+        expect(failure.code).toBe('UNAVAILABLE');
+        expect(failure.message).toBe(`the server is stopping (${down})`);
+      }
+    } finally {
+      await plain.close();
+      await opted.close();
+      stopping.close();
+    }
+  });
+
   it('repeat an inference whose connection dropped on another endpoint only when asked, never a sequence request', async () => {
     // An endpoint that answers every GET (health, metadata: passed on to serveKServe) but drops
     // each inference's connection: the request was sent, its fate unknown.

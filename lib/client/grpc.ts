@@ -19,6 +19,7 @@ const SERVICE = '/inference.GRPCInferenceService/';
 import type { ResolvedClientOptions } from './options.js';
 import {
   ConnectionError,
+  PermissionError,
   serverError,
   versionNumber,
   versionText,
@@ -163,7 +164,7 @@ class GrpcTransport implements Transport {
       return new ConnectionError(end.message, this.endpoint, { cause: end.connection.cause, sent: end.connection.sent });
     }
     if (end.code === STATUS_PERMISSION_DENIED || end.code === STATUS_UNAUTHENTICATED) {
-      return serverError('UNAVAILABLE', `permission denied: ${end.message}`, this.endpoint);
+      return new PermissionError(end.message, this.endpoint);
     }
     return serverError(CODE_OF_STATUS[end.code] ?? 'UNKNOWN', end.message || `gRPC status ${end.code}`, this.endpoint);
   }

@@ -19,6 +19,7 @@ import type { ResolvedClientOptions } from './options.js';
 import { authority, type HostPort } from './targets.js';
 import {
   ConnectionError,
+  PermissionError,
   PROTOCOL_RESPONSE_PARAMETERS,
   serverError,
   versionNumber,
@@ -238,7 +239,7 @@ class HttpTransport implements Transport {
         // not JSON: the text as it is
       }
       if (response.status === 401 || response.status === 403) {
-        throw serverError('UNAVAILABLE', `permission denied (HTTP ${response.status}): ${message}`, this.endpoint);
+        throw new PermissionError(`HTTP ${response.status}: ${message}`, this.endpoint);
       }
       throw serverError(codeOfStatus(response.status), message || `HTTP ${response.status}`, this.endpoint);
     }

@@ -6,7 +6,7 @@
  */
 import { TritonError } from '../errors.js';
 import type { ResolvedClientOptions } from './options.js';
-import { ConnectionError, type Transport } from './transport.js';
+import { ConnectionError, PermissionError, type Transport } from './transport.js';
 
 interface Member {
   transport: Transport;
@@ -19,6 +19,11 @@ interface Member {
 /** What happens around each attempt (client metrics listen here). */
 export interface AttemptObserver {
   retry(endpoint: string): void;
+}
+
+/** The server's own UNAVAILABLE (not a refusal of credentials, which another try would not change). */
+function isUnavailableAnswer(error: unknown): boolean {
+  return error instanceof TritonError && error.code === 'UNAVAILABLE' && !(error instanceof PermissionError);
 }
 
 function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
@@ -116,9 +121,13 @@ export class EndpointPool {
       try {
         return await attempt(member.transport);
       } catch (error) {
-        if (!(error instanceof ConnectionError)) throw error;
-        this.#markDown(member);
-        const again = (repeatable || !error.sent) && tried < attempts && !signal?.aborted && !this.#closed;
+        // A lost connection, or a server answering UNAVAILABLE (stopping, not ready): another
+        // endpoint may serve. Only a failed connection takes the endpoint out of the pool.
+        const connection = error instanceof ConnectionError;
+        if (!connection && !isUnavailableAnswer(error)) throw error;
+        if (connection) this.#markDown(member);
+        const neverSent = connection && !error.sent;
+        const again = (repeatable || neverSent) && tried < attempts && !signal?.aborted && !this.#closed;
         const wait = Math.min(maxBackoffMs, backoffMs * 2 ** (tried - 1));
         if (!again || (deadline !== undefined && Date.now() + wait >= deadline)) throw error;
         this.observer?.retry(member.transport.endpoint);

@@ -112,6 +112,16 @@ export class ConnectionError extends TritonError {
   }
 }
 
+/** The server refused the call's credentials (gRPC PERMISSION_DENIED or UNAUTHENTICATED, HTTP 401 or 403): not retried. */
+export class PermissionError extends TritonError {
+  override readonly endpoint: string;
+
+  constructor(message: string, endpoint: string) {
+    super('UNAVAILABLE', `permission denied: ${message} (${endpoint})`);
+    this.endpoint = endpoint;
+  }
+}
+
 /** The error a server answered with, naming the endpoint. */
 export function serverError(code: TritonErrorCode, message: string, endpoint: string, cause?: unknown): TritonError {
   const error = new TritonError(code, `${message} (${endpoint})`, cause === undefined ? undefined : { cause });
