@@ -1,6 +1,7 @@
 import { createServer, request as httpRequest, type Server as HttpServer } from 'node:http';
 import { connect } from 'node:net';
 import type { AddressInfo } from 'node:net';
+import { deflateSync, gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { liveObjects, type Server } from '../lib/index.js';
 import { kserveHandler, serveKServe, type KServeFrontends } from '../lib/kserve/index.js';
@@ -515,6 +516,46 @@ describe('robustness', () => {
       });
       expect(response.status).toBe(400);
       expect(((await response.json()) as { error: string }).error).toContain('exceeds the maximum allowed input size of 100 bytes');
+    } finally {
+      await limited.close();
+    }
+  });
+
+  it('reads gzip and deflate request bodies (tritonclient\'s request_compression_algorithm), binary tensors included', async () => {
+    const { body, headerLength } = binaryBody(
+      { inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 4], parameters: { binary_data_size: 16 } }], outputs: [{ name: 'OUTPUT0', parameters: { binary_data: false } }] },
+      new Float32Array([1, 2.5, -3, 4]),
+    );
+    for (const [encoding, compress] of [['gzip', gzipSync], ['deflate', deflateSync]] as const) {
+      const response = await fetch(`${base}/v2/models/identity_fp32/infer`, {
+        method: 'POST',
+        body: compress(body),
+        headers: { 'Content-Encoding': encoding, 'Inference-Header-Content-Length': String(headerLength) },
+      });
+      expect(response.status).toBe(200);
+      const answer = (await response.json()) as { outputs: Array<{ data: number[] }> };
+      expect(answer.outputs[0]!.data).toEqual([1, 2.5, -3, 4]);
+    }
+  });
+
+  it('applies maxBodyBytes to the inflated size (a zip bomb is a 400, not memory), and refuses a corrupt or unknown encoding', async () => {
+    const limited = await serveKServe(server, { http: { port: 0 }, maxBodyBytes: 1024 * 1024 });
+    const url = `http://127.0.0.1:${limited.http?.port}/v2/models/identity_fp32/infer`;
+    try {
+      // 64 MiB of zeros gzip to about 64 KiB.
+      const bomb = gzipSync(Buffer.alloc(64 * 1024 * 1024));
+      expect(bomb.length).toBeLessThan(1024 * 1024);
+      const before = process.memoryUsage().rss;
+      const refused = await fetch(url, { method: 'POST', body: bomb, headers: { 'Content-Encoding': 'gzip' } });
+      expect(refused.status).toBe(400);
+      expect(((await refused.json()) as { error: string }).error).toContain('exceeds the maximum allowed input size of 1048576 bytes');
+      expect(process.memoryUsage().rss - before).toBeLessThan(48 * 1024 * 1024);
+      const corrupt = await fetch(url, { method: 'POST', body: Buffer.from('not gzip at all'), headers: { 'Content-Encoding': 'gzip' } });
+      expect(corrupt.status).toBe(400);
+      expect(((await corrupt.json()) as { error: string }).error).toContain('failed to decompress the gzip request body');
+      const unknown = await fetch(url, { method: 'POST', body: Buffer.from('{}'), headers: { 'Content-Encoding': 'br' } });
+      expect(unknown.status).toBe(415);
+      expect(((await unknown.json()) as { error: string }).error).toBe("unsupported Content-Encoding 'br': use gzip or deflate");
     } finally {
       await limited.close();
     }

@@ -4,6 +4,7 @@
  */
 import { Buffer } from 'node:buffer';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createGunzip, createInflate } from 'node:zlib';
 import { TritonError, type TritonErrorCode } from '../errors.js';
 import type { InferenceRequest } from '../inference.js';
 import type { Server } from '../server.js';
@@ -113,22 +114,35 @@ function readBody(req: IncomingMessage, limit: number, headerLength: number | un
     const buffer = Buffer.allocUnsafe(size + 7);
     return { buffer, pad: (8 - ((buffer.byteOffset + headerLength) % 8)) % 8 };
   };
-  const declared = req.headers['content-length'] === undefined ? undefined : Number(req.headers['content-length']);
+  const encoding = (req.headers['content-encoding'] ?? 'identity').trim().toLowerCase();
+  // A compressed body's Content-Length is not its size: the limit applies to what it inflates to.
+  const declared = req.headers['content-length'] === undefined || encoding !== 'identity' ? undefined : Number(req.headers['content-length']);
   return new Promise<Buffer>((resolve, reject) => {
     if (req.readableEnded) {
       // A body parser (express.json(), ...) ran first and took the stream.
       reject(new HttpError(500, 'the request body was already consumed: mount the KServe handler before body parsers'));
       return;
     }
+    if (encoding !== 'identity' && encoding !== 'gzip' && encoding !== 'deflate') {
+      reject(new HttpError(415, `unsupported Content-Encoding '${encoding}': use gzip or deflate`, true));
+      return;
+    }
     if (declared !== undefined && declared > limit) {
       reject(tooLarge(declared));
       return;
     }
+    // Inflated as it arrives and stopped at the limit: a zip bomb costs at most `limit` bytes.
+    const inflater = encoding === 'gzip' ? createGunzip() : encoding === 'deflate' ? createInflate() : undefined;
+    const source: NodeJS.ReadableStream = inflater === undefined ? req : req.pipe(inflater);
     let target = declared === undefined ? undefined : allocate(declared);
     const chunks: Buffer[] = [];
     let received = 0;
     const fail = (error: Error): void => {
-      req.off('data', onData);
+      source.removeListener('data', onData);
+      if (inflater !== undefined) {
+        req.unpipe(inflater);
+        inflater.destroy();
+      }
       req.resume();
       reject(error);
     };
@@ -141,8 +155,9 @@ function readBody(req: IncomingMessage, limit: number, headerLength: number | un
       else chunks.push(chunk);
       received += chunk.byteLength;
     };
-    req.on('data', onData);
-    req.once('end', () => {
+    source.on('data', onData);
+    inflater?.once('error', (error) => fail(new HttpError(400, `failed to decompress the ${encoding} request body: ${error.message}`, true)));
+    source.once('end', () => {
       if (target === undefined) {
         target = allocate(received);
         let offset = target.pad;
@@ -369,7 +384,9 @@ class Routes {
     if (headerValue !== undefined) {
       const text = Array.isArray(headerValue) ? headerValue[0] : headerValue;
       headerLength = Number(text);
-      const length = req.headers['content-length'] === undefined ? Infinity : Number(req.headers['content-length']);
+      // A compressed body's Content-Length says nothing of the header's length in it.
+      const compressed = req.headers['content-encoding'] !== undefined && req.headers['content-encoding'] !== 'identity';
+      const length = req.headers['content-length'] === undefined || compressed ? Infinity : Number(req.headers['content-length']);
       if (!/^\d+$/.test(text ?? '') || headerLength > length) {
         throw new TritonError('INVALID_ARG', `Unable to parse Inference-Header-Content-Length, got: ${text}`);
       }
