@@ -441,7 +441,11 @@ export class Client implements InferenceServer, AsyncDisposable {
     return this.#options;
   }
 
-  /** Closes every connection; calls in flight fail with CANCELLED or UNAVAILABLE. Idempotent. */
+  /**
+   * Closes the client: later calls reject with UNAVAILABLE; HTTP calls in
+   * flight are aborted, gRPC calls in flight finish on their connection,
+   * which then closes. Idempotent.
+   */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
