@@ -98,6 +98,13 @@ describe.each(['grpc', 'http'] as const)('%s', (protocol) => {
         expect(span.spanContext().traceId).toBe(parent.spanContext().traceId);
       }
       expect(calls[1]!.status.code).toBe(2);
+      // A request aborted before it starts still ends its span, as a failure.
+      const controller = new AbortController();
+      controller.abort();
+      expect((await rejection(client.model('identity_fp32').infer({ inputs: small, signal: controller.signal, trace: { tracer } }))).code).toBe('CANCELLED');
+      const aborted = exporter.getFinishedSpans().filter((span) => span.name === 'triton.infer identity_fp32');
+      expect(aborted).toHaveLength(2);
+      expect(aborted[1]!.status.code).toBe(2);
       const infers = seen.filter((call) => call.method === 'ModelInfer' || (call.method === 'POST' && call.protocol === 'http'));
       const sent = infers.map((call) => call.headers.traceparent);
       expect(sent).toContain(`00-${calls[0]!.spanContext().traceId}-${calls[0]!.spanContext().spanId}-01`);
@@ -116,6 +123,14 @@ describe.each(['grpc', 'http'] as const)('%s', (protocol) => {
       expect(sent).toEqual([['search', 'r1'], ['search', 'r2']]);
       const bad = await rejection(client.metadata({ headers: { 'bad header': 'x' } }));
       expect(bad.code).toBe('INVALID_ARG');
+      // A value that would break the header line, and option keys no method knows, are refused before anything is sent.
+      const split = await rejection(client.model('identity_fp32').infer({ inputs: small, headers: { 'x-request': 'a\r\nx-evil: 1' } }));
+      expect(split.code).toBe('INVALID_ARG');
+      expect(split.message).toContain('request.headers["x-request"]');
+      const unknown = await rejection(client.live({ timeout: 5 } as never));
+      expect(unknown.code).toBe('INVALID_ARG');
+      expect(unknown.message).toContain('timeout');
+      expect(client.healthyEndpoints).toEqual([targets()[protocol]]);
     } finally {
       await client.close();
     }
@@ -128,7 +143,10 @@ describe.each(['grpc', 'http'] as const)('%s', (protocol) => {
       const response = await client.model('identity_fp32').infer({ inputs: small });
       expect(Array.from(response.outputs.OUTPUT0!.data as Float32Array)).toEqual([1, 2]);
       expect(client.protocol).toBe(protocol);
-      if (protocol === 'http') expect(client.endpoints.some((e) => e.startsWith('http://127.0.0.1:') || e.startsWith('http://[::1]:'))).toBe(true);
+      // One endpoint per address the name resolved to.
+      const scheme = protocol === 'grpc' ? 'grpc' : 'http';
+      expect(client.endpoints.length).toBeGreaterThan(0);
+      for (const endpoint of client.endpoints) expect(endpoint).toMatch(new RegExp(`^${scheme}://(127\\.0\\.0\\.1|\\[::1\\]):${port}$`));
     } finally {
       await client.close();
     }
@@ -216,6 +234,13 @@ describe('gzip', () => {
   });
 });
 
+/** A client of `first` and serveKServe's HTTP endpoint, once both are in its pool. */
+async function twoEndpoints(first: string, inference: boolean): Promise<Client> {
+  const client = await Client.connect([first, targets().http], { retry: { inference, backoffMs: 1 }, healthCheckIntervalMs: 5 });
+  while (client.healthyEndpoints.length < 2) await new Promise((resolve) => setTimeout(resolve, 5));
+  return client;
+}
+
 describe('retries', () => {
   it('repeat calls that a server answers UNAVAILABLE (stopping) on another endpoint; inferences only when asked', async () => {
     // An endpoint that is live but answers every other route 503, as a server that is stopping does.
@@ -226,13 +251,8 @@ describe('retries', () => {
     });
     await new Promise<void>((done) => stopping.listen(0, '127.0.0.1', done));
     const down = `http://127.0.0.1:${(stopping.address() as { port: number }).port}`;
-    const make = async (inference: boolean): Promise<Client> => {
-      const client = await Client.connect([down, targets().http], { retry: { inference, backoffMs: 1 }, healthCheckIntervalMs: 5 });
-      while (client.healthyEndpoints.length < 2) await new Promise((resolve) => setTimeout(resolve, 5));
-      return client;
-    };
-    const plain = await make(false);
-    const opted = await make(true);
+    const plain = await twoEndpoints(down, false);
+    const opted = await twoEndpoints(down, true);
     try {
       const metadata = await Promise.all(Array.from({ length: 8 }, () => plain.metadata()));
       expect(metadata.every((m) => m.name === 'triton')).toBe(true);
@@ -272,20 +292,14 @@ describe('retries', () => {
     });
     await new Promise<void>((done) => dropping.listen(0, '127.0.0.1', done));
     const drop = `http://127.0.0.1:${(dropping.address() as { port: number }).port}`;
-    const make = async (inference: boolean): Promise<Client> => {
-      const client = await Client.connect([drop, targets().http], { retry: { inference, backoffMs: 1 }, healthCheckIntervalMs: 5 });
-      // Both endpoints in the pool before the load starts.
-      while (client.healthyEndpoints.length < 2) await new Promise((resolve) => setTimeout(resolve, 5));
-      return client;
-    };
     const load = (client: Client, sequence: boolean) =>
       Promise.allSettled(
         Array.from({ length: 8 }, (_, i) => client.model('identity_fp32').infer({ inputs: small, ...(sequence ? { sequence: { id: i + 1, start: true } } : {}) })),
       );
     const failures = (results: PromiseSettledResult<unknown>[]) =>
       results.filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => r.reason as { code: string; endpoint?: string });
-    const plain = await make(false);
-    const opted = await make(true);
+    const plain = await twoEndpoints(drop, false);
+    const opted = await twoEndpoints(drop, true);
     try {
       const metrics = opted.packageMetrics();
       await opted.model('identity_fp32').metadata();

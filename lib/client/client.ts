@@ -15,6 +15,7 @@ import type { ModelStatistics } from '../observability/statistics.js';
 import type { LoadModelOptions, ModelIndexEntry, ServerMetadata, UnloadModelOptions } from '../server.js';
 import type { InferenceModel, InferenceServer } from '../surface.js';
 import { DATA_TYPES, normalizeInput, outputTensor, DATA_TYPE_INFO, type DataType, type Tensor } from '../tensor.js';
+import { parseOptions } from '../kserve/shared.js';
 import { grpcTransports } from './grpc.js';
 import { httpTransports } from './http.js';
 import { clientOptionsSchema, type CallOptions, type ClientOptions, type ResolvedClientOptions } from './options.js';
@@ -32,13 +33,14 @@ export interface RemoteInferenceRequest extends InferenceRequest {
 
 const REMOTE_REQUEST_FIELDS: ReadonlySet<string> = new Set([...REQUEST_FIELDS, 'headers']);
 const CALL_FIELDS = ['timeoutMs', 'signal', 'headers'] as const;
+const CALL_FIELD_SET: ReadonlySet<string> = new Set(CALL_FIELDS);
+const METRICS_FIELDS: ReadonlySet<string> = new Set(['metricsUrl', ...CALL_FIELDS]);
 const LOAD_FIELDS: ReadonlySet<string> = new Set(['config', 'files', ...CALL_FIELDS]);
 const UNLOAD_FIELDS: ReadonlySet<string> = new Set(['unloadDependents', 'wait', ...CALL_FIELDS]);
 const INDEX_FIELDS: ReadonlySet<string> = new Set(['readyOnly', ...CALL_FIELDS]);
 const UNLOAD_POLL_MS = 20;
 /** How long `unloadModel` waits for the server to finish by default. */
 const DEFAULT_UNLOAD_WAIT_MS = 30_000;
-const SEQUENCE_START_END = ['sequence_start', 'sequence_end'] as const;
 
 function invalid(message: string): TritonError {
   return new TritonError('INVALID_ARG', message);
@@ -48,8 +50,9 @@ function checkHeaders(name: string, headers: unknown): void {
   if (headers === undefined) return;
   checkObject(name, headers);
   for (const [key, value] of Object.entries(headers)) {
-    if (typeof value !== 'string' || !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(key)) {
-      throw invalidParameterError(`${name}[${JSON.stringify(key)}]`, 'a header name with a string value', value);
+    // A header name is an HTTP token; a value may not break the header line.
+    if (typeof value !== 'string' || /[\r\n\0]/.test(value) || !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(key)) {
+      throw invalidParameterError(`${name}[${JSON.stringify(key)}]`, 'a header name with a string value of one line', value);
     }
   }
 }
@@ -134,6 +137,8 @@ export class Client implements InferenceServer, AsyncDisposable {
   readonly #targets: ParsedTargets;
   /** Input data types by model key, fetched once (inputs given without a data type take the model's). */
   readonly #inputTypes = new Map<string, Promise<Map<string, DataType>>>();
+  /** The same once fetched: a request reads them without waiting on a promise. */
+  readonly #knownInputTypes = new Map<string, Map<string, DataType>>();
   #resolveTimer: NodeJS.Timeout | undefined;
   #metrics: ClientMetrics | undefined;
   #closed = false;
@@ -152,11 +157,7 @@ export class Client implements InferenceServer, AsyncDisposable {
    * none does within `connectTimeoutMs`.
    */
   static async connect(target: string | readonly string[], options: ClientOptions = {}): Promise<Client> {
-    const parsed = clientOptionsSchema.safeParse(options ?? {});
-    if (!parsed.success) {
-      throw invalid(`invalid client options: ${parsed.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`).join('; ')}`);
-    }
-    const resolved = parsed.data;
+    const resolved = parseOptions(clientOptionsSchema, options, 'client options');
     const targets = parseTargets(target, resolved.protocol);
     const tls = targets.tls || resolved.tls !== undefined;
     let pool: EndpointPool;
@@ -296,9 +297,8 @@ export class Client implements InferenceServer, AsyncDisposable {
   }
 
   async modelIndex(options: { readyOnly?: boolean } & CallOptions = {}): Promise<ModelIndexEntry[]> {
-    checkOptions('modelIndex options', options, INDEX_FIELDS);
+    checkCallOptions('modelIndex options', options, INDEX_FIELDS);
     checkOptionalBoolean('modelIndex options.readyOnly', options.readyOnly);
-    checkCallOptions('modelIndex options', options);
     return this.run(options, true, (t, call) => t.modelIndex(options.readyOnly ?? false, call));
   }
 
@@ -312,8 +312,7 @@ export class Client implements InferenceServer, AsyncDisposable {
   /** Loads (or reloads) a model on the server (explicit model control mode); `config` and `files` load it from memory. */
   async loadModel(name: string, options: LoadModelOptions & CallOptions = {}): Promise<RemoteModel> {
     checkName('model name', name);
-    checkOptions('loadModel options', options, LOAD_FIELDS);
-    checkCallOptions('loadModel options', options);
+    checkCallOptions('loadModel options', options, LOAD_FIELDS);
     const parameters: LoadParameters = { config: undefined, files: [] };
     if (options.config !== undefined) {
       checkObject('loadModel options.config', options.config);
@@ -343,10 +342,9 @@ export class Client implements InferenceServer, AsyncDisposable {
   /** Unloads a model; by default waits (up to `timeoutMs`, else 30 s) until the server has finished. */
   async unloadModel(name: string, options: UnloadModelOptions & CallOptions = {}): Promise<void> {
     checkName('model name', name);
-    checkOptions('unloadModel options', options, UNLOAD_FIELDS);
+    checkCallOptions('unloadModel options', options, UNLOAD_FIELDS);
     checkOptionalBoolean('unloadModel options.unloadDependents', options.unloadDependents);
     checkOptionalBoolean('unloadModel options.wait', options.wait);
-    checkCallOptions('unloadModel options', options);
     this.#forget(name);
     const started = Date.now();
     await this.run(options, false, (t, call) => t.unloadModel(name, options.unloadDependents ?? false, call));
@@ -375,7 +373,10 @@ export class Client implements InferenceServer, AsyncDisposable {
    * `metricsUrl` when given, else port 8002 of the first endpoint's host.
    */
   async metrics(options: CallOptions & { metricsUrl?: string } = {}): Promise<string> {
-    checkCallOptions('metrics options', options);
+    checkCallOptions('metrics options', options, METRICS_FIELDS);
+    if (options.metricsUrl !== undefined && !(typeof options.metricsUrl === 'string' && /^https?:\/\/./.test(options.metricsUrl))) {
+      throw invalidParameterError('metrics options.metricsUrl', 'an http:// or https:// URL', options.metricsUrl);
+    }
     const url = options.metricsUrl ?? this.#options.metricsUrl ?? this.#metricsUrl();
     const timeoutMs = options.timeoutMs ?? this.#options.timeoutMs ?? this.#options.connectTimeoutMs;
     return fetchText(url, { ...this.#options.headers, ...options.headers }, timeoutMs, options.signal, this.#options);
@@ -388,24 +389,36 @@ export class Client implements InferenceServer, AsyncDisposable {
   }
 
   /** @internal The data types of a model's inputs, fetched once per model (and version). */
-  inputTypes(name: string, version: number, scope: CallScope): Promise<Map<string, DataType>> {
+  inputTypes(name: string, version: number, scope: CallScope): Map<string, DataType> | Promise<Map<string, DataType>> {
     const key = `${name}\u0000${version}`;
+    const known = this.#knownInputTypes.get(key);
+    if (known !== undefined) return known;
     let types = this.#inputTypes.get(key);
     if (types === undefined) {
       // Shared by the requests waiting for it, so bound by no one request's deadline: an endpoint
       // that does not answer within the connect timeout is left for another.
       const shared = new CallScope(undefined, undefined, undefined);
-      types = this.runIn(shared, true, (t, call) => t.modelMetadata(name, version, call), this.#options.connectTimeoutMs).then(
-        (metadata) => new Map(metadata.inputs.map((input) => [input.name, input.datatype])),
+      const fetching: Promise<Map<string, DataType>> = this.runIn(shared, true, (t, call) => t.modelMetadata(name, version, call), this.#options.connectTimeoutMs).then(
+        (metadata) => {
+          const map = new Map(metadata.inputs.map((input) => [input.name, input.datatype]));
+          // Unless the model was forgotten (loaded, unloaded) meanwhile.
+          if (this.#inputTypes.get(key) === fetching) this.#knownInputTypes.set(key, map);
+          return map;
+        },
       );
-      types.catch(() => this.#inputTypes.delete(key));
+      fetching.catch(() => {
+        if (this.#inputTypes.get(key) === fetching) this.#inputTypes.delete(key);
+      });
+      types = fetching;
       this.#inputTypes.set(key, types);
     }
     return scope.race(types);
   }
 
   #forget(name: string): void {
-    for (const key of this.#inputTypes.keys()) if (key.startsWith(`${name}\u0000`)) this.#inputTypes.delete(key);
+    const prefix = `${name}\u0000`;
+    for (const key of this.#inputTypes.keys()) if (key.startsWith(prefix)) this.#inputTypes.delete(key);
+    for (const key of this.#knownInputTypes.keys()) if (key.startsWith(prefix)) this.#knownInputTypes.delete(key);
   }
 
   /**
@@ -458,9 +471,10 @@ export class Client implements InferenceServer, AsyncDisposable {
   }
 }
 
-function checkCallOptions(name: string, options: CallOptions | undefined): void {
+/** Checks a method's options: only `known` keys, and the per-call ones well formed. */
+function checkCallOptions(name: string, options: CallOptions | undefined, known: ReadonlySet<string> = CALL_FIELD_SET): void {
   if (options === undefined) return;
-  checkObject(name, options);
+  checkOptions(name, options, known);
   if (options.timeoutMs !== undefined) checkPositiveNumber(`${name}.timeoutMs`, options.timeoutMs);
   if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) throw invalidParameterError(`${name}.signal`, 'an AbortSignal', options.signal);
   checkHeaders(`${name}.headers`, options.headers);
@@ -507,12 +521,8 @@ export class RemoteModel implements InferenceModel {
 
   /** Runs one inference; resolves with the model's single response. */
   async infer(request: RemoteInferenceRequest): Promise<InferenceResponse> {
-    this.#check(request);
-    const repeatable = this.#client.options.retry.inference && request.sequence === undefined;
-    const started = performance.now();
-    const span = await startClientSpan(request, this.name, this.#client.protocol);
-    // One deadline for the whole call: the model's metadata (first call only) and the inference.
-    const scope = this.#client.scope(span === undefined ? request : { ...request, headers: { ...request.headers, ...span.headers } });
+    const repeatable = this.#client.options.retry.inference && request?.sequence === undefined;
+    const { started, span, scope } = await this.#begin(request);
     let endpoint: string | undefined;
     try {
       const encoded = await this.#encode(request, scope);
@@ -538,9 +548,7 @@ export class RemoteModel implements InferenceModel {
    * Leaving the loop early or aborting cancels the request on the server.
    */
   async *stream(request: RemoteInferenceRequest): AsyncGenerator<InferenceResponse, void, undefined> {
-    this.#check(request);
-    const started = performance.now();
-    const span = await startClientSpan(request, this.name, this.#client.protocol);
+    const { started, span, scope } = await this.#begin(request);
     let endpoint: string | undefined;
     const queue: InferenceResponse[] = [];
     let failure: unknown;
@@ -550,12 +558,10 @@ export class RemoteModel implements InferenceModel {
       wake?.();
       wake = undefined;
     };
-    const scope = this.#client.scope(span === undefined ? request : { ...request, headers: { ...request.headers, ...span.headers } });
     let handle: { cancel(): void } | undefined;
     let streaming = true;
-    const onAbort = (): void => handle?.cancel();
+    // The transport cancels the call itself on this signal; here the iterator ends.
     scope.call.signal?.addEventListener('abort', () => {
-      onAbort();
       if (!ended) {
         ended = true;
         failure = scope.error(new TritonError('CANCELLED', 'the request was cancelled'));
@@ -631,14 +637,29 @@ export class RemoteModel implements InferenceModel {
     );
   }
 
-  #check(request: RemoteInferenceRequest): void {
+  /**
+   * Checks the request, starts its span (`trace: { tracer }`) and its scope:
+   * one deadline for the whole call, the model's metadata (first call only)
+   * and the inference. A request aborted already ends its span at once.
+   */
+  async #begin(request: RemoteInferenceRequest): Promise<{ started: number; span: ClientSpan | undefined; scope: CallScope }> {
     checkRequest(request, REMOTE_REQUEST_FIELDS);
     checkHeaders('request.headers', request.headers);
+    const started = performance.now();
+    const span = await startClientSpan(request, this.name, this.#client.protocol);
+    try {
+      const scope = this.#client.scope(span === undefined ? request : { ...request, headers: { ...request.headers, ...span.headers } });
+      return { started, span, scope };
+    } catch (error) {
+      this.#client.observe(this.name, undefined, started, error, span);
+      throw error;
+    }
   }
 
   async #encode(request: RemoteInferenceRequest, scope: CallScope): Promise<EncodedRequest> {
     const version = request.modelVersion ?? this.version;
-    const types = await this.#client.inputTypes(this.name, version, scope);
+    const found = this.#client.inputTypes(this.name, version, scope);
+    const types = found instanceof Map ? found : await found;
     const inputs: EncodedInput[] = [];
     let byteLength = 0;
     for (const name of Object.keys(request.inputs)) {
@@ -662,9 +683,8 @@ export class RemoteModel implements InferenceModel {
     const sequence = request.sequence;
     if (sequence !== undefined) {
       parameters.sequence_id = sequence.id;
-      const [start, end] = SEQUENCE_START_END;
-      if (sequence.start === true) parameters[start] = true;
-      if (sequence.end === true) parameters[end] = true;
+      if (sequence.start === true) parameters.sequence_start = true;
+      if (sequence.end === true) parameters.sequence_end = true;
     }
     const requested = request.outputs;
     const outputs = requested === undefined

@@ -152,10 +152,10 @@ class GrpcTransport implements Transport {
     });
   }
 
+  /** The client's headers, plus the call's when it has any (no copy per call otherwise). */
   #metadata(call: Call): Record<string, string> {
     const extra = call.headers;
-    for (const _ in extra) return { ...this.#headers, ...lowerCase(extra) };
-    return this.#headers;
+    return Object.keys(extra).length === 0 ? this.#headers : { ...this.#headers, ...lowerCase(extra) };
   }
 
   /** The TritonError for a call that ended badly: connection failures apart, so that the pool can retry them. */

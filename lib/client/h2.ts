@@ -228,7 +228,8 @@ export class GrpcConnection {
     try {
       stream = session.request(headers);
     } catch (error) {
-      end({ code: STATUS.INTERNAL, message: `could not start the call: ${(error as Error).message}`, connection: { sent: false, cause: error } });
+      // Refused by Node before anything was sent (a header it will not send): not the endpoint's fault.
+      end({ code: STATUS.INTERNAL, message: `could not start the call: ${(error as Error).message}` });
       return { send() {}, finish() {}, cancel() {} };
     }
     let status: CallEnd | undefined;

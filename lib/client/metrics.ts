@@ -8,21 +8,13 @@
  * - `tritonserver_node_client_failures_total{model,endpoint,code}` (counter):
  *   inferences that failed, by TritonError code.
  * - `tritonserver_node_client_retries_total{endpoint}` (counter): attempts
- *   repeated on another endpoint after this one's connection failed.
+ *   repeated on another endpoint after this one failed (connection lost, or UNAVAILABLE).
  * - `tritonserver_node_client_request_duration_seconds{model,endpoint}`
  *   (histogram): from `infer()`/`stream()` to the last response or the failure.
  */
+import { escapeLabel, Histogram } from '../observability/histogram.js';
+
 const BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
-
-function escapeLabel(value: string): string {
-  return value.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
-}
-
-interface Histogram {
-  counts: number[];
-  count: number;
-  sum: number;
-}
 
 export class ClientMetrics {
   readonly #requests = new Map<string, number>();
@@ -43,13 +35,10 @@ export class ClientMetrics {
     }
     let histogram = this.#durations.get(labels);
     if (histogram === undefined) {
-      histogram = { counts: BUCKETS.map(() => 0), count: 0, sum: 0 };
+      histogram = new Histogram(BUCKETS);
       this.#durations.set(labels, histogram);
     }
-    const bucket = BUCKETS.findIndex((bound) => seconds <= bound);
-    if (bucket >= 0) histogram.counts[bucket]!++;
-    histogram.count++;
-    histogram.sum += seconds;
+    histogram.observe(seconds);
   }
 
   /** @internal An attempt on `endpoint` is being repeated elsewhere. */
@@ -67,17 +56,10 @@ export class ClientMetrics {
     };
     counter('tritonserver_node_client_requests_total', 'Remote inferences that got their response.', this.#requests);
     counter('tritonserver_node_client_failures_total', 'Remote inferences that failed, by TritonError code.', this.#failures);
-    counter('tritonserver_node_client_retries_total', "Attempts repeated on another endpoint after this one's connection failed.", this.#retries);
+    counter('tritonserver_node_client_retries_total', 'Attempts repeated on another endpoint after this one failed (connection lost, or UNAVAILABLE).', this.#retries);
     const name = 'tritonserver_node_client_request_duration_seconds';
     lines.push(`# HELP ${name} From infer()/stream() to the last response or the failure.`, `# TYPE ${name} histogram`);
-    for (const [labels, histogram] of this.#durations) {
-      let cumulative = 0;
-      BUCKETS.forEach((bound, i) => {
-        cumulative += histogram.counts[i]!;
-        lines.push(`${name}_bucket{${labels},le="${bound}"} ${cumulative}`);
-      });
-      lines.push(`${name}_bucket{${labels},le="+Inf"} ${histogram.count}`, `${name}_sum{${labels}} ${histogram.sum}`, `${name}_count{${labels}} ${histogram.count}`);
-    }
+    for (const [labels, histogram] of this.#durations) lines.push(...histogram.lines(name, labels));
     return `${lines.join('\n')}\n`;
   }
 }

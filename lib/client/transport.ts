@@ -8,7 +8,7 @@ import type { InferenceResponse } from '../inference.js';
 import type { ModelMetadata } from '../model.js';
 import type { ModelStatistics } from '../observability/statistics.js';
 import type { ModelIndexEntry, ServerMetadata } from '../server.js';
-import type { DataType, Tensor } from '../tensor.js';
+import type { DataType } from '../tensor.js';
 
 /** A request or response parameter value on the wire (bigint: a 64-bit sequence id). */
 export type WireParameterValue = string | number | boolean | bigint;
@@ -141,4 +141,3 @@ export function versionNumber(text: string | undefined): number {
 
 /** Parameters the protocol sets that the caller did not. */
 export const PROTOCOL_RESPONSE_PARAMETERS = new Set(['triton_final_response']);
-export type { Tensor };

@@ -15,6 +15,7 @@
  */
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import { TokenTable } from '../token-table.js';
+import { escapeLabel, Histogram } from './histogram.js';
 
 /** @internal What Inference reports when package metrics are on. */
 export interface InferenceObserver {
@@ -24,21 +25,12 @@ export interface InferenceObserver {
 
 const SUBMIT_BUCKETS = [0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1];
 
-interface SubmitHistogram {
-  counts: number[];
-  count: number;
-  sum: number;
-}
-
-function escapeLabel(value: string): string {
-  return value.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
-}
 
 export class PackageMetrics implements InferenceObserver {
   readonly #inFlight = new Map<string, number>();
   /** Model by token of each request in flight (not a Map: see TokenTable). */
   readonly #tokens = new TokenTable<string>();
-  readonly #submit = new Map<string, SubmitHistogram>();
+  readonly #submit = new Map<string, Histogram>();
   #loop: IntervalHistogram | undefined;
 
   /** @internal Use `server.packageMetrics()`. */
@@ -53,13 +45,10 @@ export class PackageMetrics implements InferenceObserver {
     this.#inFlight.set(model, (this.#inFlight.get(model) ?? 0) + 1);
     let histogram = this.#submit.get(model);
     if (histogram === undefined) {
-      histogram = { counts: SUBMIT_BUCKETS.map(() => 0), count: 0, sum: 0 };
+      histogram = new Histogram(SUBMIT_BUCKETS);
       this.#submit.set(model, histogram);
     }
-    const bucket = SUBMIT_BUCKETS.findIndex((bound) => seconds <= bound);
-    if (bucket >= 0) histogram.counts[bucket] = (histogram.counts[bucket] as number) + 1;
-    histogram.count++;
-    histogram.sum += seconds;
+    histogram.observe(seconds);
   }
 
   finished(token: number): void {
@@ -89,15 +78,7 @@ export class PackageMetrics implements InferenceObserver {
       '# TYPE tritonserver_node_submit_seconds histogram',
     );
     for (const [model, histogram] of this.#submit) {
-      const label = `model="${escapeLabel(model)}"`;
-      let cumulative = 0;
-      SUBMIT_BUCKETS.forEach((bound, i) => {
-        cumulative += histogram.counts[i] as number;
-        lines.push(`tritonserver_node_submit_seconds_bucket{${label},le="${bound}"} ${cumulative}`);
-      });
-      lines.push(`tritonserver_node_submit_seconds_bucket{${label},le="+Inf"} ${histogram.count}`);
-      lines.push(`tritonserver_node_submit_seconds_sum{${label}} ${histogram.sum}`);
-      lines.push(`tritonserver_node_submit_seconds_count{${label}} ${histogram.count}`);
+      lines.push(...histogram.lines('tritonserver_node_submit_seconds', `model="${escapeLabel(model)}"`));
     }
     if (this.#loop !== undefined) {
       lines.push(
