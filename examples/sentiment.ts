@@ -1,6 +1,7 @@
 // sentiment.ts — call a Python model.py (text_processor) from Node, and let
 // Triton's dynamic batcher merge many concurrent calls into a few model
-// executions. Prints one score per text (−1 negative … +1 positive), then the
+// executions. Prints one score per text in [0, 1] (0 negative, 0.5 neutral,
+// 1 positive: the probability that the text is positive), then the
 // model's statistics for a burst of concurrent requests: how many requests
 // Triton received and in how many executions it ran them.
 //
@@ -34,7 +35,7 @@ const responses = await Promise.all(
 );
 responses.forEach((response, i) => {
   const score = (response.outputs.SCORE!.data as Float32Array)[0]!;
-  console.log(`${score >= 0 ? '+' : ''}${score.toFixed(3)}  ${texts[i]}`);
+  console.log(`${score.toFixed(3)}  ${texts[i]}`);
 });
 
 // A burst of concurrent requests; compare the statistics before and after.

@@ -83,8 +83,9 @@ describe('text_processor with a transformers pipeline', () => {
           env: { ...process.env, PYTHONPATH: resolve(REPO_ROOT, 'test/fixtures/fake-transformers') },
         },
       );
-      // The stand-in's answers (POSITIVE 0.875 / NEGATIVE 0.625), not the lexicon's.
-      expect(stdout.trim()).toBe('0.875,-0.625');
+      // The stand-in's answers (POSITIVE 0.875 / NEGATIVE 0.625), not the lexicon's, as
+      // positive-class probabilities: 0.875 and 1 - 0.625.
+      expect(stdout.trim()).toBe('0.875,0.375');
     } finally {
       await rm(modelDir, { recursive: true, force: true });
     }
@@ -106,10 +107,15 @@ describe('examples', () => {
     const lines = (await example('sentiment.ts')).trim().split('\n');
     const scores = lines.slice(0, 4).map((line) => Number(line.split('  ')[0]));
     expect(lines[0]).toMatch(/ {2}I love this library/);
-    expect(scores[0]).toBeGreaterThan(0.5); // love, excellent
-    expect(scores[1]).toBeLessThan(-0.5); // slow, crashed
-    expect(scores[2]).toBeGreaterThan(0); // not bad
-    expect(scores[3]).toBeGreaterThan(0); // works
+    // Scores are the probability that the text is positive, in [0, 1].
+    for (const score of scores) {
+      expect(score).toBeGreaterThanOrEqual(0);
+      expect(score).toBeLessThanOrEqual(1);
+    }
+    expect(scores[0]).toBeGreaterThan(0.75); // love, excellent
+    expect(scores[1]).toBeLessThan(0.25); // slow, crashed
+    expect(scores[2]).toBeGreaterThan(0.5); // not bad
+    expect(scores[3]).toBeGreaterThan(0.5); // works
     const burst = /^burst: (\d+) requests in (\d+) executions/.exec(lines[4] ?? '');
     expect(burst).not.toBeNull();
     expect(Number(burst![1])).toBe(256);
@@ -119,8 +125,8 @@ describe('examples', () => {
 
   it('sentiment.ts takes texts from the command line', async () => {
     const lines = (await example('sentiment.ts', ['terrible', 'wonderful'])).trim().split('\n');
-    expect(lines[0]).toMatch(/^-0\.\d{3} {2}terrible$/);
-    expect(lines[1]).toMatch(/^\+0\.\d{3} {2}wonderful$/);
+    expect(lines[0]).toMatch(/^0\.[0-4]\d{2} {2}terrible$/);
+    expect(lines[1]).toMatch(/^0\.[5-9]\d{2} {2}wonderful$/);
   });
 
   it('pipeline.ts decodes a JPEG and prints the top-5 labels', async () => {

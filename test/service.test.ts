@@ -70,7 +70,7 @@ function postAnnounced(url: string, contentLength: number, contentType: string):
   });
 }
 
-const scoresBody = z.object({ scores: z.array(z.number().min(-1).max(1)) });
+const scoresBody = z.object({ scores: z.array(z.number().min(0).max(1)) });
 const top5Body = z.object({ top5: z.array(z.object({ label: z.string(), probability: z.number() })).length(5) });
 
 describe('service in remote mode (TRITON_URL)', () => {
@@ -98,8 +98,8 @@ describe('service in remote mode (TRITON_URL)', () => {
       const scored = await post(`${service.url}/v1/sentiment`, JSON.stringify({ texts: ['what a wonderful day', 'this is awful'] }), 'application/json');
       expect(scored.status).toBe(200);
       const { scores } = scoresBody.parse(scored.body);
-      expect(scores[0]).toBeGreaterThan(0);
-      expect(scores[1]).toBeLessThan(0);
+      expect(scores[0]).toBeGreaterThan(0.5);
+      expect(scores[1]).toBeLessThan(0.5);
       // The texts were scored by the Triton behind the front ends, not one in the service's process.
       const [after] = await triton.model('text_processor').statistics();
       expect(after!.inference_count - before!.inference_count).toBe(2);
@@ -152,8 +152,8 @@ describe('service over HTTP', () => {
       const { scores } = scoresBody.parse(result.body);
       expect(scores).toHaveLength(2);
       const first = texts[i % 4]!;
-      if (first === 'what a wonderful day' || first === 'fine') expect(scores[0]).toBeGreaterThan(0);
-      else expect(scores[0]).toBeLessThan(0);
+      if (first === 'what a wonderful day' || first === 'fine') expect(scores[0]).toBeGreaterThan(0.5);
+      else expect(scores[0]).toBeLessThan(0.5);
     }
     // Triton records a batch's statistics just after sending its responses:
     // poll until all 128 requests are counted.
@@ -286,8 +286,8 @@ describe('service shutdown', () => {
       expect(status).toBe(200);
       const { scores } = scoresBody.parse(JSON.parse(body));
       expect(scores).toHaveLength(2);
-      if (i % 2 === 0) expect(scores[0]).toBeGreaterThan(0);
-      else expect(scores[0]).toBeLessThan(0);
+      if (i % 2 === 0) expect(scores[0]).toBeGreaterThan(0.5);
+      else expect(scores[0]).toBeLessThan(0.5);
     });
     expect(await service.exited).toBe(0);
     await expect(fetch(`${service.url}/healthz/live`)).rejects.toThrow();
