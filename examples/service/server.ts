@@ -17,7 +17,7 @@
 // (default: port 8002 of the first target) is where /metrics reads from.
 //
 // Routes:
-//   POST /v1/sentiment  {"texts": ["...", ...]}  → {"scores": [0.91, -0.46]}
+//   POST /v1/sentiment  {"texts": ["...", ...]}  → {"scores": [0.82, 0.18]} (in [0, 1], 1 = positive)
 //   POST /v1/classify   image/jpeg|png|webp body, or application/octet-stream
 //                       raw RGB with ?width=W&height=H → {"top5": [{label, probability}]}
 //   GET  /v1/stats      inference and execution counts of the served models
