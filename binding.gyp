@@ -12,6 +12,7 @@
         "native/metrics.cc",
         "native/probe.cc",
         "native/server.cc",
+        "native/shared-memory.cc",
         "native/trace.cc"
       ],
       "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],

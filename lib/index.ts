@@ -22,6 +22,17 @@ export type { InferenceServer, InferenceModel } from './surface.js';
 export type { InferenceRequest, InferenceResponse, SequenceOptions, OutputBufferSpec } from './inference.js';
 export * from './tensor.js';
 export {
+  SharedMemory,
+  sharedMemoryRegisterOptionsSchema,
+  sharedMemoryRangeSchema,
+  liveSharedMemoryMappings,
+  type SharedMemoryRegisterOptions,
+  type SharedMemoryRange,
+  type SharedMemoryInput,
+  type SharedMemoryOutput,
+  type SharedMemoryRegion,
+} from './shared-memory.js';
+export {
   serverOptionsSchema,
   serverOptionDefaults,
   parseServerOptions,

@@ -7,7 +7,7 @@
 import { markAsUntransferable } from 'node:worker_threads';
 import { isCString, isObject } from './check.js';
 import { TritonError } from './errors.js';
-import { native, OUTPUT_WHERE, pendingRequests, type NativeInputField, type NativeName, type NativeResponseCallback, type NativeServer, type ResponseField } from './native.js';
+import { native, OUTPUT_WHERE, pendingRequests, type NativeInputField, type NativeName, type NativeResponseCallback, type NativeServer, type NativeSharedMemorySpan, type ResponseField } from './native.js';
 import {
   buildTrace,
   exportSpans,
@@ -18,7 +18,8 @@ import {
 import type { InferenceObserver } from './observability/package-metrics.js';
 import { checkRequest } from './request-check.js';
 import { TokenTable } from './token-table.js';
-import { appendPlainInput, normalizeInput, outputTensor, tensorBytes, type DataType, type InputValue, type Tensor } from './tensor.js';
+import { isSharedMemoryInput, sharedMemorySpan, type SharedMemoryInput, type SharedMemoryOutput, type SharedMemoryRange } from './shared-memory.js';
+import { appendPlainInput, dataTypeEnum, dataTypeFromEnum, normalizeInput, outputTensor, tensorBytes, type DataType, type InputValue, type Tensor } from './tensor.js';
 
 export interface SequenceOptions {
   /** Correlation id of the sequence (Triton's `correlation_id`). */
@@ -48,6 +49,15 @@ export interface OutputBufferSpec {
    * `:<label>` where the model has a label file). Not with `data`.
    */
   classification?: number;
+  /**
+   * In-process server: have Triton write the output into a range of a
+   * registered shared memory region (`server.sharedMemory`) instead of
+   * returning its bytes; the response lists it in `sharedMemoryOutputs`.
+   * A range smaller than the output fails the request (INTERNAL, Triton's
+   * "should be at least N bytes to hold the results"). Not with `data` or
+   * `classification`.
+   */
+  sharedMemory?: SharedMemoryRange;
 }
 
 export interface InferenceRequest {
@@ -85,6 +95,12 @@ export interface InferenceResponse {
   model: { name: string; version: number };
   id: string;
   outputs: Record<string, Tensor>;
+  /**
+   * Outputs Triton wrote into shared memory (`OutputBufferSpec.sharedMemory`),
+   * by name: where and how many bytes, rather than a copy. They are not in
+   * `outputs`. Absent when no output was requested into shared memory.
+   */
+  sharedMemoryOutputs?: Record<string, SharedMemoryOutput>;
   parameters: Record<string, string | number | boolean>;
   /** Triton's FINAL flag: the last response of the request. */
   final: boolean;
@@ -211,6 +227,7 @@ function toResponse(
   request: InferenceRequest,
 ): InferenceResponse {
   const outputs: Record<string, Tensor> = {};
+  let inSharedMemory: Record<string, SharedMemoryOutput> | undefined;
   const outputsEnd = fields.length - 2 * (parameterCount ?? 0);
   for (let i = 0; i < outputsEnd; ) {
     const name = fieldName(fields[i++]!);
@@ -228,8 +245,20 @@ function toResponse(
     } else if (where === OUTPUT_WHERE.own) {
       outputs[name] = outputTensor(name, datatype, shape, fields[i++] as ArrayBuffer);
     } else {
+      const spec = (request.outputs as Record<string, OutputBufferSpec>)[name]!;
+      const range = spec.sharedMemory;
+      if (range !== undefined) {
+        // Written into a shared memory region: where, not a copy.
+        (inSharedMemory ??= {})[name] = {
+          name,
+          datatype: dataTypeFromEnum(datatype),
+          shape,
+          sharedMemory: { region: range.region, offset: range.offset ?? 0, byteSize: fields[i++] as number },
+        };
+        continue;
+      }
       // Written into the caller's own buffer: a view of it.
-      const given = (request.outputs as Record<string, OutputBufferSpec>)[name]!.data!;
+      const given = spec.data!;
       outputs[name] = outputTensor(name, datatype, shape, given.buffer as ArrayBuffer, given.byteOffset, fields[i++] as number);
     }
   }
@@ -237,12 +266,15 @@ function toResponse(
   for (let i = outputsEnd; i < fields.length; i += 2) {
     parameters[fieldName(fields[i]!)] = fields[i + 1] as string | number | boolean;
   }
-  return new OwnedResponse({ name: model, version: version ?? -1 }, request.id ?? '', outputs, parameters, final, fields, outputsEnd);
+  const response = new OwnedResponse({ name: model, version: version ?? -1 }, request.id ?? '', outputs, parameters, final, fields, outputsEnd);
+  if (inSharedMemory !== undefined) response.sharedMemoryOutputs = inSharedMemory;
+  return response;
 }
 
 /** A response whose output memory the package allocated (see dispose()). */
 class OwnedResponse implements InferenceResponse {
   declare trace?: InferenceTrace;
+  declare sharedMemoryOutputs?: Record<string, SharedMemoryOutput>;
   /** The addon's fields: the ArrayBuffers among them are the package's own. */
   readonly #fields: ResponseField[];
   /** Where the outputs' fields end (the parameters follow). */
@@ -918,6 +950,10 @@ function prepareInputs(model: string, info: ModelInfo, request: InferenceRequest
       throw invalid(`model '${model}' has no input '${name}' (its inputs: ${[...info.inputs.keys()].join(', ')})`);
     }
     const value = inputs[name] as InputValue;
+    if (isSharedMemoryInput(value)) {
+      prepareSharedMemoryInput(prepared, model, name, expected, value, info.maxBatchSize);
+      continue;
+    }
     // The common forms without intermediate objects; normalizeInput for the
     // rest (it also refuses data of another type than the model's).
     let shape = appendPlainInput(prepared, expected.nativeName, value, expected.datatype);
@@ -942,6 +978,28 @@ function prepareInputs(model: string, info: ModelInfo, request: InferenceRequest
     }
   }
   return prepared;
+}
+
+/** An input in a shared memory region: name, datatype, rank, dims…, [region, offset, byteSize]. */
+function prepareSharedMemoryInput(
+  prepared: NativeInputField[],
+  model: string,
+  name: string,
+  expected: TensorInfo,
+  value: SharedMemoryInput,
+  maxBatchSize: number,
+): void {
+  const label = `input '${name}'`;
+  const { datatype, shape } = value as { datatype?: unknown; shape?: unknown };
+  if (datatype !== expected.datatype) {
+    throw invalid(`${label}: datatype ${String(datatype)} was given but the model expects ${expected.datatype}`);
+  }
+  if (!Array.isArray(shape) || !shape.every((dim) => Number.isSafeInteger(dim) && (dim as number) >= 0)) {
+    throw invalid(`${label}: { datatype, shape, sharedMemory } needs a shape of non-negative integers`);
+  }
+  checkShape(model, name, shape as number[], expected.shape, maxBatchSize);
+  const span = sharedMemorySpan(value.sharedMemory, label);
+  prepared.push(expected.nativeName, dataTypeEnum(expected.datatype), shape.length, ...(shape as number[]), span);
 }
 
 function checkShape(model: string, name: string, shape: readonly number[], dims: readonly number[], maxBatchSize: number): void {
@@ -992,11 +1050,15 @@ function outputNames(outputs: InferenceRequest['outputs']): string[] | undefined
 }
 
 /** [name, view, fallback] for each output the caller gave memory for. */
-function outputBuffers(outputs: InferenceRequest['outputs']): Array<[string, ArrayBufferView, boolean]> | undefined {
+function outputBuffers(outputs: InferenceRequest['outputs']): Array<[string, ArrayBufferView | NativeSharedMemorySpan, boolean]> | undefined {
   if (outputs === undefined || Array.isArray(outputs)) return undefined;
-  let buffers: Array<[string, ArrayBufferView, boolean]> | undefined;
+  let buffers: Array<[string, ArrayBufferView | NativeSharedMemorySpan, boolean]> | undefined;
   for (const name in outputs) {
     const spec = outputs[name]!;
+    if (spec.sharedMemory !== undefined) {
+      (buffers ??= []).push([name, sharedMemorySpan(spec.sharedMemory, `output '${name}'`), false]);
+      continue;
+    }
     if (spec.data === undefined) continue;
     (buffers ??= []).push([name, pinned('output', name, spec.data, false), spec.ifTooSmall === 'allocate']);
   }

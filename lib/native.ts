@@ -53,8 +53,11 @@ export type NativeRequestOptions = [
   flags: number | undefined,
   correlationId: number | bigint | string | undefined,
   parameters: Array<[string, string | number | bigint | boolean]> | undefined,
-  outputBuffers: Array<[string, ArrayBufferView, boolean]> | undefined,
+  outputBuffers: Array<[string, ArrayBufferView | NativeSharedMemorySpan, boolean]> | undefined,
 ];
+
+/** A range of a registered shared memory region (native/shared-memory.h): region, offset, byteSize. */
+export type NativeSharedMemorySpan = [region: string, offset: number, byteSize: number];
 
 /**
  * A model or input name held by the addon (`nativeName()`): infer() shares
@@ -63,7 +66,7 @@ export type NativeRequestOptions = [
 export type NativeName = { readonly nativeName: unique symbol };
 
 /** One field of an input flattened for the addon: name, datatype (enum), rank, dims…, data. */
-export type NativeInputField = NativeName | number | ArrayBufferView;
+export type NativeInputField = NativeName | number | ArrayBufferView | NativeSharedMemorySpan;
 
 export interface LibraryInfo {
   path: string;
@@ -124,6 +127,18 @@ export interface NativeServer {
   inFlight(): number;
   /** The id another thread attaches with (`attachServer`). */
   share(): number;
+  /** System shared memory regions of this server (native/shared-memory.cc). */
+  sharedMemory(op: 'register', name: string, key: string, offset: number, byteSize: number): void;
+  sharedMemory(op: 'unregister', name?: string): void;
+  sharedMemory(op: 'status', name?: string): NativeSharedMemoryStatus[];
+}
+
+/** One registered region as the addon reports it. */
+export interface NativeSharedMemoryStatus {
+  name: string;
+  key: string;
+  offset: number;
+  byteSize: number;
 }
 
 export interface NativeStopReport {
@@ -187,6 +202,8 @@ export interface NativeAddon extends NativeObservability {
   /** null when the dynamic loader opens `path` (RTLD_NOW), else its reason. */
   probeLibrary(path: string): string | null;
   externalBuffersAllowed(): boolean;
+  /** Shared memory mappings not yet unmapped, process-wide. */
+  liveSharedMemoryMappings(): number;
 }
 
 function packageRoot(): string {

@@ -29,7 +29,7 @@ export const REQUEST_FIELDS: ReadonlySet<string> = new Set([
   'trace',
 ]);
 const SEQUENCE_FIELDS: ReadonlySet<string> = new Set(['id', 'start', 'end']);
-const OUTPUT_SPEC_FIELDS: ReadonlySet<string> = new Set(['data', 'ifTooSmall', 'classification']);
+const OUTPUT_SPEC_FIELDS: ReadonlySet<string> = new Set(['data', 'ifTooSmall', 'classification', 'sharedMemory']);
 const TRACE_FIELDS: ReadonlySet<string> = new Set(['tracer', 'onTrace']);
 /** setTimeout's limit; a longer delay would fire at once. */
 const MAX_TIMEOUT_MS = 2 ** 31 - 1;
@@ -63,6 +63,13 @@ export function checkRequest(request: unknown, known: ReadonlySet<string> = REQU
         if (spec.classification !== undefined) {
           checkInteger(`${label}.classification`, spec.classification, 1);
           if (spec.data !== undefined) throw invalidParameterError(`${label}.data`, 'no buffer for a classification (it is BYTES)', spec.data);
+        }
+        if (spec.sharedMemory !== undefined) {
+          // Its fields are checked when the request is prepared (lib/shared-memory.ts).
+          checkObject(`${label}.sharedMemory`, spec.sharedMemory);
+          if (spec.data !== undefined || spec.classification !== undefined) {
+            throw invalidParameterError(label, "'sharedMemory' without 'data' or 'classification'", Object.keys(spec));
+          }
         }
       }
     }

@@ -17,6 +17,7 @@ import {
 } from './check.js';
 import { TritonError, type ModelLoadFailure } from './errors.js';
 import { Inference, type InferenceRequest, type InferenceResponse } from './inference.js';
+import { SharedMemory } from './shared-memory.js';
 import { Model, type ModelVersion } from './model.js';
 import { validateModelConfig, type ModelConfigInput } from './model-config.js';
 import {
@@ -200,6 +201,15 @@ export class Server implements InferenceServer, AsyncDisposable {
   readonly #metricsEnabled: boolean;
   readonly #metricFamilies = new Set<MetricFamily>();
   #packageMetrics: PackageMetrics | undefined;
+  /**
+   * System shared memory regions of this server (Triton's system shared
+   * memory extension): register a range of a POSIX shared memory segment,
+   * then name it in a request in place of an input's data
+   * (`{ datatype, shape, sharedMemory: { region, offset, byteSize } }`) or as
+   * where an output goes (`outputs: { Y: { sharedMemory: ... } }`).
+   * Unregistered when the server stops. See docs/shared-memory.md.
+   */
+  readonly sharedMemory: SharedMemory;
 
   private constructor(
     nativeServer: NativeServer,
@@ -212,6 +222,10 @@ export class Server implements InferenceServer, AsyncDisposable {
     this.#outputCopy = settings.outputCopy;
     this.attached = settings.attached;
     this.#metricsEnabled = settings.metricsEnabled;
+    this.sharedMemory = new SharedMemory(() => {
+      if (this.#stopping !== undefined) throw new TritonError('UNAVAILABLE', 'the server has been stopped');
+      return this.#native;
+    });
   }
 
   /**

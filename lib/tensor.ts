@@ -11,6 +11,7 @@ import { Buffer } from 'node:buffer';
 
 import { checkInteger, invalidParameterError } from './check.js';
 import { TritonError } from './errors.js';
+import type { SharedMemoryInput } from './shared-memory.js';
 
 // ---------------------------------------------------------------------------
 // Data types.
@@ -181,8 +182,12 @@ export interface TensorInit {
   data: InputData;
 }
 
-/** Anything `normalizeInput` takes: a Tensor, its parts, or bare data (shape `[length]`). */
-export type InputValue = Tensor | TensorInit | InputData;
+/**
+ * An input value: a Tensor, its parts, or bare data (shape `[length]`); for
+ * the in-process server also a range of a shared memory region in place of
+ * the data (`SharedMemoryInput`, see lib/shared-memory.ts).
+ */
+export type InputValue = Tensor | TensorInit | InputData | SharedMemoryInput;
 
 /** An input as the addon takes it: `data` is the caller's own view for TypedArrays (no copy). */
 export interface NativeInput {
@@ -856,6 +861,9 @@ export function normalizeInput(name: string, value: InputValue, expectedDatatype
     return { name, datatype: DATA_TYPE_INFO[datatype].enum, shape, data: tensorBytes(value) };
   }
 
+  if (typeof value === 'object' && value !== null && !ArrayBuffer.isView(value) && 'sharedMemory' in value) {
+    throw invalid(`${label}: shared memory inputs are read by the in-process server only (server.sharedMemory)`);
+  }
   let parts: Parts;
   if (ArrayBuffer.isView(value) || Array.isArray(value)) {
     parts = resolveParts(label, value, undefined, expectedDatatype, undefined, true);

@@ -53,6 +53,7 @@ Addon::Addon(Napi::Env env, Napi::Object exports) {
   RegisterMetrics(env, exports);
   RegisterLogging(env, exports);
   RegisterTrace(env, exports);
+  RegisterSharedMemory(env, exports);
 }
 
 Napi::Value Addon::SetErrorClass(const Napi::CallbackInfo& info) {

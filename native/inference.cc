@@ -192,8 +192,12 @@ struct InferenceEngine::Request {
     void* data;
     size_t size;
     bool fallback;  // allocate as usual when it is too small
+    bool shared_memory;  // a range of a shared memory region
   };
   std::vector<CallerBuffer> caller_buffers;
+  // Shared memory regions its inputs and outputs use, kept mapped until the
+  // request is done with (shared-memory.h).
+  std::vector<SharedMemoryRef> shared_memory;
 };
 
 std::shared_ptr<InferenceEngine> InferenceEngine::Create(
@@ -261,6 +265,14 @@ TRITONSERVER_Error* InferenceEngine::Allocate(
       return nullptr;
     }
     if (given.fallback) break;
+    if (given.shared_memory)
+      return request->engine->api_.ErrorNew(
+          TRITONSERVER_ERROR_INTERNAL,
+          (std::string("shared memory size specified with the request for output '") +
+           tensor_name + "' (" + std::to_string(given.size) +
+           " bytes) should be at least " + std::to_string(byte_size) +
+           " bytes to hold the results")
+              .c_str());
     return request->engine->api_.ErrorNew(
         TRITONSERVER_ERROR_INVALID_ARG,
         (std::string("output '") + tensor_name + "' is " +
@@ -892,6 +904,7 @@ InferenceEngine::Request* InferenceEngine::NewRequest() {
 // never got there): its inputs go and the context is reused.
 void InferenceEngine::Finish(Napi::Env env, Request* request) {
   request->triton = nullptr;
+  request->shared_memory.clear();
   if (!request->inputs.IsEmpty()) {
     request->inputs.Reset();
     Live().input_references--;
@@ -1018,6 +1031,11 @@ void InferenceEngine::ParseRequest(const CallArgs& info,
       request->dims.push_back(dim);
     }
     napi_value data = info[i++];
+    // [region, offset, byteSize]: the input's bytes are in a shared memory
+    // region, handed to Triton where they are.
+    if (ReadSharedMemorySpan(env, data, "input '" + *input.name + "'", request,
+                             &input.data, &input.size))
+      continue;
     // The view's own data pointer: also right for a SharedArrayBuffer,
     // which Napi::TypedArray::ArrayBuffer() refuses.
     void* bytes = nullptr;
@@ -1093,6 +1111,16 @@ void InferenceEngine::ParseOptions(Napi::Value value, Request* request) {
         throw InvalidArg(env, "output buffers must be [name, TypedArray, fallback]");
       Napi::Array triple = entry.As<Napi::Array>();
       Napi::Value name = triple.Get(0u), view = triple.Get(1u);
+      if (name.IsString() && view.IsArray()) {
+        // [region, offset, byteSize]: written into a shared memory region.
+        std::string output = name.As<Napi::String>().Utf8Value();
+        const void* at = nullptr;
+        size_t size = 0;
+        ReadSharedMemorySpan(env, view, "output '" + output + "'", request, &at, &size);
+        request->caller_buffers.push_back(
+            {std::move(output), const_cast<void*>(at), size, false, true});
+        continue;
+      }
       if (!name.IsString() || !view.IsTypedArray())
         throw InvalidArg(env, "output buffers must be [name, TypedArray, fallback]");
       void* data = nullptr;
@@ -1104,9 +1132,38 @@ void InferenceEngine::ParseOptions(Napi::Value value, Request* request) {
       input_views_.push_back(array);
       request->caller_buffers.push_back({name.As<Napi::String>().Utf8Value(), data,
                                          array.ByteLength(),
-                                         triple.Get(2u).ToBoolean().Value()});
+                                         triple.Get(2u).ToBoolean().Value(), false});
     }
   }
+}
+
+// A [region, offset, byteSize] array: the range of a registered shared
+// memory region, bounds-checked and held mapped by the request. False (and
+// nothing read) for any other value.
+bool InferenceEngine::ReadSharedMemorySpan(Napi::Env env, napi_value value,
+                                           const std::string& what,
+                                           Request* request, const void** data,
+                                           size_t* size) {
+  bool is_array = false;
+  if (napi_is_array(env, value, &is_array) != napi_ok || !is_array) return false;
+  Napi::Array spec(env, value);
+  Napi::Value region = spec.Get(0u), offset = spec.Get(1u), byte_size = spec.Get(2u);
+  if (spec.Length() != 3 || !region.IsString() || !offset.IsNumber() || !byte_size.IsNumber())
+    throw InvalidArg(env, what + ": shared memory must be [region, offset, byteSize]");
+  const double at = offset.As<Napi::Number>().DoubleValue();
+  const double bytes = byte_size.As<Napi::Number>().DoubleValue();
+  if (!(at >= 0) || !(bytes >= 0) || std::trunc(at) != at || std::trunc(bytes) != bytes ||
+      at > 9007199254740991.0 || bytes > 9007199254740991.0)
+    throw InvalidArg(env, what + ": shared memory offset and byte size must be non-negative integers");
+  SharedMemorySpan span;
+  if (auto failure = state_->shared_memory.Acquire(region.As<Napi::String>().Utf8Value(),
+                                                   static_cast<uint64_t>(at),
+                                                   static_cast<uint64_t>(bytes), &span))
+    throw ToJsError(env, *failure);
+  *data = span.data;
+  *size = span.size;
+  request->shared_memory.push_back(std::move(span.hold));
+  return true;
 }
 
 // One request parameter, typed by its JS value; the library must have the
@@ -1419,6 +1476,7 @@ void InferenceEngine::ReleaseInputsOfFinished() {
       request->inputs.Reset();
       Live().input_references--;
     }
+    request->shared_memory.clear();
     free_requests_.push_back(request);
     Live().requests--;
     requests_.Remove(request);

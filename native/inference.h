@@ -232,6 +232,9 @@ class InferenceEngine {
   void ParseOptions(Napi::Value options, Request* request);
   void ParseParameter(Napi::Env env, const std::string& key, Napi::Value value,
                       Request* request);
+  // shared-memory.h: an input's or output's [region, offset, byteSize].
+  bool ReadSharedMemorySpan(Napi::Env env, napi_value value, const std::string& what,
+                            Request* request, const void** data, size_t* size);
   Napi::Value InputsToKeep(Napi::Env env);
   // Makes the Triton request and hands it over (any thread).
   void Submit(Request* request);

@@ -395,6 +395,7 @@ Napi::Function ServerWrap::Define(Napi::Env env) {
           InstanceMethod<&ServerWrap::Cancel>("cancel"),
           InstanceMethod<&ServerWrap::InFlight>("inFlight"),
           InstanceMethod<&ServerWrap::Share>("share"),
+          InstanceMethod<&ServerWrap::SharedMemory>("sharedMemory"),
       });
 }
 
@@ -477,6 +478,7 @@ void ServerWrap::EndWithEnvironment(std::chrono::milliseconds wait) {
   if (attached_) {
     engine_->CancelAll();
   } else {
+    state_->shared_memory.Close();
     state_->CancelEverywhere();
   }
   // This thread's requests, or (the owner) every thread's.
@@ -838,6 +840,8 @@ Napi::Value ServerWrap::Stop(const Napi::CallbackInfo& info) {
                               : 30;
   if (attached_) return Detach(env, wait_seconds);
   state_->stopping = true;
+  // Regions go now; requests still using one keep it mapped until released.
+  state_->shared_memory.Close();
   state_->CancelEverywhere();
   struct Report {
     size_t inside = 0;
@@ -942,6 +946,10 @@ Napi::Value ServerWrap::Detach(Napi::Env env, uint32_t wait_seconds) {
         result.Set("message", "");
         return result;
       });
+}
+
+Napi::Value ServerWrap::SharedMemory(const Napi::CallbackInfo& info) {
+  return SharedMemoryCall(info, state_->shared_memory, Closed());
 }
 
 Napi::Value ServerWrap::InFlight(const Napi::CallbackInfo& info) {

@@ -16,6 +16,7 @@
 
 #include "blocking.h"
 #include "loader.h"
+#include "shared-memory.h"
 
 namespace tsn {
 
@@ -37,6 +38,9 @@ struct ServerState : std::enable_shared_from_this<ServerState> {
   std::shared_mutex lifetime;
   TRITONSERVER_Server* server = nullptr;
   std::atomic<bool> stopping{false};
+  // System shared memory regions registered with this server (every thread
+  // attached to it sees the same ones); closed when the owner stops it.
+  SharedMemoryRegistry shared_memory;
 
   // A request was handed to Triton (JS thread) / is completely back (any thread).
   void RequestEntered();
@@ -133,6 +137,7 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
   Napi::Value Cancel(const Napi::CallbackInfo& info);
   Napi::Value InFlight(const Napi::CallbackInfo& info);
   Napi::Value Share(const Napi::CallbackInfo& info);
+  Napi::Value SharedMemory(const Napi::CallbackInfo& info);  // shared-memory.cc
   Napi::Value Detach(Napi::Env env, uint32_t wait_seconds);
   // This wrapper is closed (stopped, or detached from a shared server), or
   // the server itself is stopping.
