@@ -58,7 +58,7 @@ describe('health and metadata', () => {
     }
   });
 
-  it('serves server metadata without the extensions it does not implement', async () => {
+  it('serves server metadata without the extensions it does not implement (CUDA shared memory, logging)', async () => {
     const { status, body } = await json('/v2');
     const triton = await server.metadata();
     expect(status).toBe(200);
@@ -66,7 +66,7 @@ describe('health and metadata', () => {
     expect(body).toMatchObject({ name: triton.name, version: triton.version });
     expect(extensions).toContain('binary_tensor_data');
     expect(extensions).toContain('model_repository');
-    expect(extensions).not.toContain('system_shared_memory');
+    expect(extensions).toContain('system_shared_memory');
     expect(extensions).not.toContain('cuda_shared_memory');
   });
 
@@ -125,8 +125,8 @@ describe('health and metadata', () => {
     expect(await json('/v2/models/%E0%A4%A')).toMatchObject({ status: 400, body: { error: expect.stringContaining('invalid URL') } });
   });
 
-  it('answers 501 for logging, trace and shared memory, which the in-process API does not offer', async () => {
-    for (const path of ['/v2/logging', '/v2/trace/setting', '/v2/systemsharedmemory/status', '/v2/models/identity_fp32/trace/setting']) {
+  it('answers 501 for logging, trace and CUDA shared memory, which the in-process API does not offer', async () => {
+    for (const path of ['/v2/logging', '/v2/trace/setting', '/v2/cudasharedmemory/status', '/v2/models/identity_fp32/trace/setting']) {
       const { status, body } = await json(path);
       expect(status).toBe(501);
       expect(typeof (body as { error: string }).error).toBe('string');

@@ -10,6 +10,8 @@ import { Buffer } from 'node:buffer';
 import { isObject } from '../check.js';
 import { TritonError } from '../errors.js';
 import { classify } from '../classification.js';
+import type { SharedMemoryInput, SharedMemoryRange } from '../shared-memory.js';
+import { checkHttpInputSource, checkSharedMemoryOutput, sharedMemoryInput, sharedMemoryParameters } from './shared-memory.js';
 import type { InferenceRequest, InferenceResponse } from '../inference.js';
 import {
   DATA_TYPE_INFO,
@@ -30,6 +32,8 @@ export interface OutputRequest {
   name: string;
   binary: boolean | undefined;
   classification: number | undefined;
+  /** Written into a shared memory region (`shared_memory_*` parameters). */
+  sharedMemory?: SharedMemoryRange | undefined;
 }
 
 /** An inference request decoded from the wire, ready for `model.infer`. */
@@ -171,7 +175,7 @@ const PROTOCOL_PARAMETERS = new Set(['binary_data_output', 'timeout', 'priority'
 export function requestFromParts(
   id: string | undefined,
   parameters: Record<string, ParameterValue>,
-  inputs: Record<string, TensorInit>,
+  inputs: Record<string, TensorInit | SharedMemoryInput>,
   outputs: OutputRequest[] | undefined,
 ): DecodedRequest {
   const request: InferenceRequest = { inputs };
@@ -198,7 +202,11 @@ export function requestFromParts(
     if (typeof sequenceId === 'boolean') throw invalid("parameter 'sequence_id' must be an integer or a string");
     request.sequence = { id: sequenceId, start: start === true, end: end === true };
   }
-  if (outputs !== undefined) request.outputs = outputs.map((output) => output.name);
+  if (outputs !== undefined) {
+    request.outputs = outputs.some((output) => output.sharedMemory !== undefined)
+      ? Object.fromEntries(outputs.map((output) => [output.name, output.sharedMemory === undefined ? {} : { sharedMemory: output.sharedMemory }]))
+      : outputs.map((output) => output.name);
+  }
   return { request, outputs, binaryOutput: parameters.binary_data_output === true };
 }
 
@@ -211,10 +219,9 @@ function outputRequest(value: unknown, index: number): OutputRequest {
   if (classification !== undefined && !(Number.isInteger(classification) && (classification as number) > 0)) {
     throw invalid(`'classification' of output '${value.name}' must be a positive integer`);
   }
-  if (parameters.shared_memory_region !== undefined) {
-    throw new TritonError('UNSUPPORTED', `output '${value.name}': shared memory is not supported by this server`);
-  }
-  return { name: value.name, binary, classification: classification as number | undefined };
+  checkSharedMemoryOutput(parameters);
+  const sharedMemory = sharedMemoryParameters(parameters, value.name);
+  return { name: value.name, binary, classification: classification as number | undefined, sharedMemory };
 }
 
 /**
@@ -237,7 +244,7 @@ export function decodeHttpInferRequest(body: Buffer, headerLength: number | unde
   if (outputs !== undefined && !Array.isArray(outputs)) throw invalid("'outputs' must be an array");
   const parameters = checkParameters(json.parameters, 'the request');
 
-  const decoded: Record<string, TensorInit> = {};
+  const decoded: Record<string, TensorInit | SharedMemoryInput> = {};
   let offset = jsonEnd;
   inputs.forEach((input: unknown, index) => {
     if (!isObject(input) || typeof input.name !== 'string') throw invalid(`input ${index} needs a 'name'`);
@@ -247,10 +254,13 @@ export function decodeHttpInferRequest(body: Buffer, headerLength: number | unde
     const datatype = checkDatatype(input.datatype, what);
     const shape = checkShape(input.shape, what);
     const inputParameters = checkParameters(input.parameters, what);
-    if (inputParameters.shared_memory_region !== undefined) {
-      throw new TritonError('UNSUPPORTED', `${what}: shared memory is not supported by this server`);
-    }
     const size = inputParameters.binary_data_size;
+    const inShm = sharedMemoryParameters(inputParameters, name);
+    if (inShm !== undefined) checkHttpInputSource(input.data !== undefined, size !== undefined, inShm !== undefined);
+    if (inShm !== undefined) {
+      decoded[name] = sharedMemoryInput(datatype, shape, inShm);
+      return;
+    }
     if (size !== undefined) {
       if (!Number.isSafeInteger(size) || (size as number) < 0) throw invalid(`'binary_data_size' of ${what} must be a non-negative integer`);
       if (headerLength === undefined) {
@@ -317,7 +327,7 @@ export interface EncodedResponse {
 }
 
 /** What the encoders read of a response. */
-export type ResponseData = Pick<InferenceResponse, 'model' | 'id' | 'outputs' | 'parameters' | 'final'>;
+export type ResponseData = Pick<InferenceResponse, 'model' | 'id' | 'outputs' | 'parameters' | 'final' | 'sharedMemoryOutputs'>;
 
 /**
  * Encodes a response as Triton's HTTP front end does: id, model_name,
@@ -357,6 +367,10 @@ export function encodeHttpInferResponse(
       text += `,"data":${data}}`;
     }
     outputs.push(text);
+  }
+  // Written into shared memory: name, datatype and shape only (as Triton).
+  for (const output of Object.values(response.sharedMemoryOutputs ?? {})) {
+    outputs.push(`{"name":${JSON.stringify(output.name)},"datatype":"${output.datatype}","shape":[${output.shape.join(',')}]}`);
   }
   let json = '{';
   if (response.id !== '') json += `"id":${JSON.stringify(response.id)},`;

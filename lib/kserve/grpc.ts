@@ -26,6 +26,17 @@ import type { ResolvedProtocolOptions } from './options.js';
 import { classify } from '../classification.js';
 import { loadGrpcService } from './proto.js';
 import { bigintsAsStrings, Tracker, tritonErrorCode } from './shared.js';
+import type { SharedMemoryInput } from '../shared-memory.js';
+import {
+  checkSharedMemoryOutput,
+  grpcCudaSharedMemory,
+  grpcSystemSharedMemoryRegister,
+  grpcSystemSharedMemoryStatus,
+  grpcSystemSharedMemoryUnregister,
+  SHARED_MEMORY_EXTENSION,
+  sharedMemoryInput,
+  sharedMemoryParameters,
+} from './shared-memory.js';
 
 /** The gRPC status code (numeric) Triton's gRPC front end uses for each error code. */
 export function grpcStatus(code: TritonErrorCode): number {
@@ -138,22 +149,33 @@ function parseVersion(text: string): number {
 /** Decodes a `ModelInferRequest`: raw contents as views over the received message. */
 export function decodeGrpcInferRequest(message: WireRequest): DecodedRequest & { emptyFinal: boolean } {
   const raw = message.raw_input_contents ?? [];
-  if (raw.length > 0 && raw.length !== message.inputs.length) {
+  // Inputs in shared memory have no raw contents: the others take them in order (as Triton).
+  const inShm = message.inputs.filter((input) => input.parameters?.shared_memory_region !== undefined).length;
+  let rawIndex = 0;
+  if (raw.length > 0 && raw.length !== message.inputs.length - inShm) {
     throw new TritonError(
       'INVALID_ARG',
       `expected ${message.inputs.length} raw_input_contents, one per input, got ${raw.length}`,
     );
   }
-  const inputs: Record<string, TensorInit> = {};
-  message.inputs.forEach((input, index) => {
+  const inputs: Record<string, TensorInit | SharedMemoryInput> = {};
+  message.inputs.forEach((input) => {
     const what = `input '${input.name}'`;
     const datatype = checkDatatype(input.datatype, what);
     const shape = checkShape(input.shape.map(Number), what);
     const parameters = fromWireParameters(input.parameters);
-    if (parameters.shared_memory_region !== undefined) {
-      throw new TritonError('UNSUPPORTED', `${what}: shared memory is not supported by this server`);
+    const range = sharedMemoryParameters(parameters, input.name);
+    if (range !== undefined) {
+      if (input.contents !== undefined && input.contents !== null && Object.values(input.contents).some((v) => v.length > 0)) {
+        throw new TritonError(
+          'INVALID_ARG',
+          `unexpected 'content' provided when using shared memory for input tensor '${input.name}' for model '${message.model_name}'`,
+        );
+      }
+      inputs[input.name] = sharedMemoryInput(datatype, shape, range);
+      return;
     }
-    const bytes = raw[index];
+    const bytes = raw[rawIndex++];
     if (bytes !== undefined) {
       inputs[input.name] = tensorFromBytes(input.name, datatype, shape, bytes);
       return;
@@ -191,7 +213,9 @@ export function decodeGrpcInferRequest(message: WireRequest): DecodedRequest & {
           if (k !== undefined && !(Number.isInteger(k) && (k as number) > 0)) {
             throw new TritonError('INVALID_ARG', `'classification' of output '${output.name}' must be a positive integer`);
           }
-          return { name: output.name, binary: true, classification: k as number | undefined };
+          checkSharedMemoryOutput(p);
+          const sharedMemory = sharedMemoryParameters(p, output.name);
+          return { name: output.name, binary: true, classification: k as number | undefined, sharedMemory };
         });
   return { ...requestFromParts(message.id, parameters, inputs, outputs), emptyFinal: emptyFinal === true };
 }
@@ -216,6 +240,11 @@ export function encodeGrpcInferResponse(
       outputs.push({ name: tensor.name, datatype: tensor.datatype, shape: tensor.shape });
       raw.push(tensorBytes(tensor));
     }
+  }
+  // Written into shared memory: name, datatype, shape and empty contents (as Triton).
+  for (const output of Object.values(response.sharedMemoryOutputs ?? {})) {
+    outputs.push({ name: output.name, datatype: output.datatype, shape: output.shape });
+    raw.push(new Uint8Array(0));
   }
   return {
     model_name: response.model.name,
@@ -331,7 +360,10 @@ export async function startGrpc(
       const metadata = await server.metadata();
       return {
         ...metadata,
-        extensions: metadata.extensions.filter((name) => !['system_shared_memory', 'cuda_shared_memory', 'logging'].includes(name)),
+        extensions: [
+          ...metadata.extensions.filter((name) => !['system_shared_memory', 'cuda_shared_memory', 'logging'].includes(name)),
+          SHARED_MEMORY_EXTENSION,
+        ],
       };
     }),
     ModelMetadata: unary<{ name: string; version: string }>('ModelMetadata', (request) =>
@@ -369,6 +401,14 @@ export async function startGrpc(
         return {};
       },
     ),
+    SystemSharedMemoryStatus: unary<{ name?: string }>('SystemSharedMemoryStatus', (request) => grpcSystemSharedMemoryStatus(server, request)),
+    SystemSharedMemoryRegister: unary<{ name?: string; key?: string; offset?: string; byte_size?: string }>('SystemSharedMemoryRegister', (request) =>
+      grpcSystemSharedMemoryRegister(server, request),
+    ),
+    SystemSharedMemoryUnregister: unary<{ name?: string }>('SystemSharedMemoryUnregister', (request) => grpcSystemSharedMemoryUnregister(server, request)),
+    CudaSharedMemoryStatus: unary('CudaSharedMemoryStatus', grpcCudaSharedMemory),
+    CudaSharedMemoryRegister: unary('CudaSharedMemoryRegister', grpcCudaSharedMemory),
+    CudaSharedMemoryUnregister: unary('CudaSharedMemoryUnregister', grpcCudaSharedMemory),
     RepositoryModelUnload: unary<{ repository_name: string; model_name: string; parameters: Record<string, WireParameter> }>(
       'RepositoryModelUnload',
       async (request) => {

@@ -22,6 +22,7 @@ import {
 import { kserveProtocolOptionsSchema, type KServeProtocolOptions, type ResolvedProtocolOptions } from './options.js';
 import { stringify as stringifyExact } from 'lossless-json';
 import { parseOptions, Tracker, tritonErrorCode } from './shared.js';
+import { runSharedMemoryRoute, SHARED_MEMORY_EXTENSION, sharedMemoryMethod, sharedMemoryRoute } from './shared-memory.js';
 
 /** Triton's HTTP status for each error code (its front end's HttpCodeFromError). */
 export function httpStatus(code: TritonErrorCode): number {
@@ -40,7 +41,7 @@ export function httpStatus(code: TritonErrorCode): number {
 }
 
 /** Extensions Triton's core reports that this front end does not serve. */
-const NOT_SERVED = new Set(['system_shared_memory', 'cuda_shared_memory', 'logging']);
+const NOT_SERVED = new Set(['cuda_shared_memory', 'logging']);
 
 const INFER_HEADER = 'inference-header-content-length';
 
@@ -276,6 +277,7 @@ class Routes {
       expect('GET');
       const metadata = await this.server.metadata();
       metadata.extensions = metadata.extensions.filter((name) => !NOT_SERVED.has(name));
+      if (!metadata.extensions.includes(SHARED_MEMORY_EXTENSION)) metadata.extensions.push(SHARED_MEMORY_EXTENSION);
       sendJson(res, 200, JSON.stringify(metadata));
       return;
     }
@@ -306,6 +308,15 @@ class Routes {
       if (repository[1] !== undefined) throw new TritonError('UNSUPPORTED', "'repository_name' specification is not supported");
       if (repository[2] === 'index') await this.index(req, res);
       else await this.control(req, res, decodeURIComponent(repository[3] as string), repository[4] as 'load' | 'unload');
+      return;
+    }
+    const shm = sharedMemoryRoute(path);
+    if (shm !== undefined) {
+      expect(sharedMemoryMethod(shm));
+      const body = shm.action === 'register' ? await readJson(req, this.options.maxBodyBytes) : undefined;
+      const text = await runSharedMemoryRoute(this.server, shm, body);
+      res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(text) });
+      res.end(text);
       return;
     }
     if (path === '/v2/logging' || path === '/v2/trace/setting' || /^\/v2\/(system|cuda)sharedmemory\//.test(path)) {
