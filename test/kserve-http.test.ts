@@ -125,8 +125,8 @@ describe('health and metadata', () => {
     expect(await json('/v2/models/%E0%A4%A')).toMatchObject({ status: 400, body: { error: expect.stringContaining('invalid URL') } });
   });
 
-  it('answers 501 for logging, trace and CUDA shared memory, which the in-process API does not offer', async () => {
-    for (const path of ['/v2/logging', '/v2/trace/setting', '/v2/cudasharedmemory/status', '/v2/models/identity_fp32/trace/setting']) {
+  it('answers 501 for logging and trace, which the in-process API does not offer', async () => {
+    for (const path of ['/v2/logging', '/v2/trace/setting', '/v2/models/identity_fp32/trace/setting']) {
       const { status, body } = await json(path);
       expect(status).toBe(501);
       expect(typeof (body as { error: string }).error).toBe('string');

@@ -143,16 +143,18 @@ describe('HTTP system shared memory', () => {
     expect(liveSharedMemoryMappings()).toBe(1);
   });
 
-  it('answers 501 for CUDA shared memory, saying it needs a GPU build', async () => {
-    for (const [path, body] of [
-      ['/v2/cudasharedmemory/status', undefined],
-      ['/v2/cudasharedmemory/region/c/register', { raw_handle: { b64: '' }, device_id: 0, byte_size: 16 }],
-      ['/v2/cudasharedmemory/unregister', ''],
-    ] as const) {
-      const reply = await http(path, body);
-      expect(reply.status).toBe(501);
-      expect((reply.body as { error: string }).error).toContain('GPU build');
-    }
+  it('refuses to register CUDA shared memory (501, it needs a GPU build) and lists none, as a CPU build of Triton', async () => {
+    const reply = await http('/v2/cudasharedmemory/region/c/register', { raw_handle: { b64: '' }, device_id: 0, byte_size: 16 });
+    expect(reply.status).toBe(501);
+    expect((reply.body as { error: string }).error).toContain("failed to register CUDA shared memory region: 'c', GPUs not supported");
+    expect((reply.body as { error: string }).error).toContain('GPU build');
+    expect(await http('/v2/cudasharedmemory/status')).toMatchObject({ status: 200, body: [] });
+    expect(await http('/v2/cudasharedmemory/region/c/status')).toMatchObject({
+      status: 404,
+      body: { error: "Unable to find cuda shared memory region: 'c'" },
+    });
+    expect(await http('/v2/cudasharedmemory/unregister', '')).toMatchObject({ status: 200, text: '' });
+    expect(await http('/v2/cudasharedmemory/region/c/unregister', '')).toMatchObject({ status: 200, text: '' });
   });
 
   it('reads inputs from and writes outputs into regions (tritonclient’s JSON)', async () => {
@@ -277,11 +279,12 @@ describe('gRPC system shared memory', () => {
       code: grpc.status.NOT_FOUND,
       details: "Unable to find system shared memory region: 's'",
     });
-    for (const method of ['CudaSharedMemoryStatus', 'CudaSharedMemoryRegister', 'CudaSharedMemoryUnregister']) {
-      const error = await failure(method, {});
-      expect(error.code).toBe(grpc.status.UNIMPLEMENTED);
-      expect(error.details).toContain('GPU build');
-    }
+    const cuda = await failure('CudaSharedMemoryRegister', { name: 'c', raw_handle: Buffer.alloc(64), device_id: 0, byte_size: 16 });
+    expect(cuda.code).toBe(grpc.status.UNIMPLEMENTED);
+    expect(cuda.details).toContain('GPU build');
+    expect(await call('CudaSharedMemoryStatus', {})).toEqual({ regions: {} });
+    expect(await failure('CudaSharedMemoryStatus', { name: 'c' })).toMatchObject({ code: grpc.status.NOT_FOUND });
+    expect(await call('CudaSharedMemoryUnregister', {})).toEqual({});
   });
 
   it('reads inputs from and writes outputs into regions (tritonclient’s parameters), mixed with raw contents', async () => {

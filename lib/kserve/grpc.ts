@@ -29,7 +29,9 @@ import { bigintsAsStrings, Tracker, tritonErrorCode } from './shared.js';
 import type { SharedMemoryInput } from '../shared-memory.js';
 import {
   checkSharedMemoryOutput,
-  grpcCudaSharedMemory,
+  grpcCudaSharedMemoryRegister,
+  grpcCudaSharedMemoryStatus,
+  grpcCudaSharedMemoryUnregister,
   grpcSystemSharedMemoryRegister,
   grpcSystemSharedMemoryStatus,
   grpcSystemSharedMemoryUnregister,
@@ -406,9 +408,9 @@ export async function startGrpc(
       grpcSystemSharedMemoryRegister(server, request),
     ),
     SystemSharedMemoryUnregister: unary<{ name?: string }>('SystemSharedMemoryUnregister', (request) => grpcSystemSharedMemoryUnregister(server, request)),
-    CudaSharedMemoryStatus: unary('CudaSharedMemoryStatus', grpcCudaSharedMemory),
-    CudaSharedMemoryRegister: unary('CudaSharedMemoryRegister', grpcCudaSharedMemory),
-    CudaSharedMemoryUnregister: unary('CudaSharedMemoryUnregister', grpcCudaSharedMemory),
+    CudaSharedMemoryStatus: unary<{ name?: string }>('CudaSharedMemoryStatus', grpcCudaSharedMemoryStatus),
+    CudaSharedMemoryRegister: unary<{ name?: string }>('CudaSharedMemoryRegister', grpcCudaSharedMemoryRegister),
+    CudaSharedMemoryUnregister: unary('CudaSharedMemoryUnregister', grpcCudaSharedMemoryUnregister),
     RepositoryModelUnload: unary<{ repository_name: string; model_name: string; parameters: Record<string, WireParameter> }>(
       'RepositoryModelUnload',
       async (request) => {

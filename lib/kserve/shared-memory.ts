@@ -18,9 +18,22 @@ type ParameterValue = string | number | boolean;
 /** The extension names served, added to what the core reports. */
 export const SHARED_MEMORY_EXTENSION = 'system_shared_memory';
 
-/** Why CUDA shared memory is refused (HTTP 501, gRPC UNIMPLEMENTED). */
-export const CUDA_SHARED_MEMORY_MESSAGE =
-  'CUDA shared memory is not supported: it needs a GPU build of Triton and of this server; use system shared memory (/v2/systemsharedmemory)';
+/**
+ * Why a CUDA shared memory region cannot be registered (HTTP 501, gRPC
+ * UNIMPLEMENTED). As in a CPU build of Triton, CUDA status lists no regions
+ * and unregister succeeds, so clients that clear both kinds first (NVIDIA's
+ * shm examples) work.
+ */
+export function cudaSharedMemoryRefusal(name: string): TritonError {
+  return new TritonError(
+    'UNSUPPORTED',
+    `failed to register CUDA shared memory region: '${name}', GPUs not supported: CUDA shared memory needs a GPU build of Triton and of this server; use system shared memory (/v2/systemsharedmemory)`,
+  );
+}
+
+function cudaNotFound(name: string): TritonError {
+  return new TritonError('NOT_FOUND', `Unable to find cuda shared memory region: '${name}'`);
+}
 
 function invalid(message: string): TritonError {
   return new TritonError('INVALID_ARG', message);
@@ -83,7 +96,12 @@ export async function runSharedMemoryRoute(
   route: SharedMemoryRoute,
   body: Record<string, unknown> | undefined,
 ): Promise<string> {
-  if (route.kind === 'cuda') throw new TritonError('UNSUPPORTED', CUDA_SHARED_MEMORY_MESSAGE);
+  if (route.kind === 'cuda') {
+    // No CUDA region can exist: status lists none, unregister has nothing to do.
+    if (route.action === 'register') throw cudaSharedMemoryRefusal(route.region ?? '');
+    if (route.action === 'status' && route.region !== undefined) throw cudaNotFound(route.region);
+    return route.action === 'status' ? '[]' : '';
+  }
   switch (route.action) {
     case 'status':
       return JSON.stringify(await systemSharedMemoryStatus(server, route.region));
@@ -152,9 +170,20 @@ export async function grpcSystemSharedMemoryUnregister(server: Server, request: 
   return {};
 }
 
-/** gRPC `CudaSharedMemory*`: always UNSUPPORTED (UNIMPLEMENTED on the wire). */
-export async function grpcCudaSharedMemory(): Promise<never> {
-  throw new TritonError('UNSUPPORTED', CUDA_SHARED_MEMORY_MESSAGE);
+/** gRPC `CudaSharedMemoryStatus`: no regions (NOT_FOUND for a named one). */
+export async function grpcCudaSharedMemoryStatus(request: { name?: string }): Promise<{ regions: Record<string, never> }> {
+  if (request.name !== undefined && request.name !== '') throw cudaNotFound(request.name);
+  return { regions: {} };
+}
+
+/** gRPC `CudaSharedMemoryRegister`: UNSUPPORTED (UNIMPLEMENTED on the wire). */
+export async function grpcCudaSharedMemoryRegister(request: { name?: string }): Promise<never> {
+  throw cudaSharedMemoryRefusal(request.name ?? '');
+}
+
+/** gRPC `CudaSharedMemoryUnregister`: nothing to unregister. */
+export async function grpcCudaSharedMemoryUnregister(): Promise<Record<string, never>> {
+  return {};
 }
 
 /**
