@@ -13,19 +13,30 @@ export const ERROR_CODES = [
   'CANCELLED',
 ] as const;
 
+/**
+ * A Triton error code: `UNKNOWN`, `INTERNAL`, `NOT_FOUND`, `INVALID_ARG`
+ * (bad options, requests or configs), `UNAVAILABLE` (library not found, server
+ * stopped, a load or unload the model control mode forbids, an endpoint down),
+ * `UNSUPPORTED` (a function newer than the loaded library, several responses to
+ * `infer()`), `ALREADY_EXISTS` or `CANCELLED` (aborted signal, timeout).
+ */
 export type TritonErrorCode = (typeof ERROR_CODES)[number];
 
 /** A model that failed to load, with Triton's reason (from its model index). */
 export interface ModelLoadFailure {
+  /** The model's name. */
   name: string;
   /** '' when Triton's index gives none. */
   version: string;
+  /** Triton's reason, its own text. */
   reason: string;
 }
 
 /** Every failure of this package: Triton's own errors and our validation. */
 export class TritonError extends Error {
+  /** Always `'TritonError'`. */
   override readonly name = 'TritonError';
+  /** Triton's error code (or the code of the package's own check). */
   readonly code: TritonErrorCode;
   /** For load failures (start, loadModel, pollModelRepository): each failed model and why. */
   declare readonly models?: ModelLoadFailure[];
@@ -39,6 +50,7 @@ export class TritonError extends Error {
   }
 }
 
+/** Whether `value` is a {@link TritonError}. */
 export function isTritonError(value: unknown): value is TritonError {
   return value instanceof TritonError;
 }

@@ -395,6 +395,7 @@ export const modelMetricsSchema = z.looseObject({
 
 /** Triton's `ModelConfig`, field for field, in the order Triton's docs use. */
 export const modelConfigSchema = z.looseObject({
+  /** The model name (the repository directory by default). */
   name: str.optional(),
   platform: str.optional(),
   backend: str.optional(),

@@ -244,8 +244,8 @@ export const native: NativeAddon = loadAddon();
  * `$TRITON_HOME/lib`, NVIDIA's container path, then the dynamic loader's
  * own search path. An explicit `libraryPath` option is the only candidate:
  * asking for one library and silently getting another would be worse than
- * an error. When none of these opens, {@link findLibrary} goes on to a
- * Triton bundled by a Python package ({@link pythonBundledLibraries}).
+ * an error. When none of these opens, `findLibrary()` goes on to a
+ * Triton bundled by a Python package (`pythonBundledLibraries()`).
  */
 export function librarySearchPaths(
   libraryPath: string | undefined,

@@ -455,7 +455,7 @@ export type ResolvedServerOptions = z.output<typeof serverOptionsSchema>;
  * Triton's own defaults for every option (what applies to a field left out),
  * for documentation and for reading options back. These are *not* sent to
  * Triton. `cudaMemoryPoolBytes` is empty because Triton gives every supported
- * GPU not listed {@link DEFAULT_CUDA_MEMORY_POOL_BYTES}.
+ * GPU not listed 64 MiB (`DEFAULT_CUDA_MEMORY_POOL_BYTES`).
  */
 export const serverOptionDefaults = {
   serverId: 'triton',
