@@ -1,18 +1,24 @@
 /**
  * KServe front-end benchmark: NVIDIA's perf_analyzer against serveKServe
  * (HTTP with binary tensors, and gRPC), identity_fp32 with FP32 [1,16] and
- * [1,16384], at concurrency 1, 16 and 64. The baseline, measured in the same
- * run, is the same load through `model.infer()` in-process (no protocol).
+ * [1,16384], at concurrency 1, 16 and 64. Baselines, measured in the same
+ * run: the same load through `model.infer()` in-process (no protocol), and,
+ * when TRITONSERVER_BINARY names Triton's own `tritonserver`, perf_analyzer
+ * against that server (same library, models and machine), alternating with
+ * serveKServe point by point.
  *
  *   npm run bench:kserve                          # test core
  *   TRITONSERVER_LIBRARY=/path/libtritonserver.so npm run bench:kserve
+ *   TRITONSERVER_LIBRARY=/path/lib/libtritonserver.so TRITONSERVER_BINARY=/path/bin/tritonserver \
+ *     TRITON_BACKEND_DIRECTORY=/path/backends npm run bench:kserve
  *
  * perf_analyzer is found through PERF_ANALYZER, PATH, or
  * /tmp/triton-client/install/bin; HTTP runs synchronous, gRPC asynchronous
  * requests, both with binary tensors. Options (env): BENCH_WINDOW_MS (2000),
  * BENCH_CONCURRENCY ("1,16,64"), BENCH_SIZES ("16,16384"), BENCH_PROTOCOLS ("http,grpc").
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -96,32 +102,91 @@ async function inProcess(server: Server, size: number, concurrency: number): Pro
   };
 }
 
+async function freePort(): Promise<number> {
+  const probe = createServer();
+  await new Promise<void>((done) => probe.listen(0, '127.0.0.1', done));
+  const { port } = probe.address() as { port: number };
+  await new Promise<void>((done) => probe.close(() => done()));
+  return port;
+}
+
+interface Tritonserver {
+  child: ChildProcess;
+  http: number;
+  grpc: number;
+}
+
+/** Triton's own server over the same model repository, once its model is ready. */
+async function startTritonserver(binary: string, libraryPath: string): Promise<Tritonserver> {
+  const [http, grpc, metrics] = [await freePort(), await freePort(), await freePort()];
+  const backends = process.env.TRITON_BACKEND_DIRECTORY ?? join(dirname(dirname(libraryPath)), 'backends');
+  const child = spawn(
+    binary,
+    [
+      `--model-repository=${join(root, 'test/models')}`, `--backend-directory=${backends}`, '--model-control-mode=explicit',
+      '--load-model=identity_fp32', `--http-port=${http}`, `--grpc-port=${grpc}`, `--metrics-port=${metrics}`,
+      '--http-address=127.0.0.1', '--grpc-address=127.0.0.1', '--metrics-address=127.0.0.1', '--log-info=false',
+    ],
+    { stdio: ['ignore', 'ignore', 'inherit'] },
+  );
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`tritonserver exited with ${child.exitCode}`);
+    try {
+      if ((await fetch(`http://127.0.0.1:${http}/v2/models/identity_fp32/ready`)).ok) return { child, http, grpc };
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error('tritonserver did not get identity_fp32 ready within 60 s');
+    }
+    await new Promise((done) => setTimeout(done, 250));
+  }
+}
+
+const cell = async (run: () => Promise<Result>): Promise<Result | string> => {
+  try {
+    return await run();
+  } catch (error) {
+    return `failed: ${((error as { stderr?: string }).stderr ?? String(error)).trim().split('\n').pop()}`;
+  }
+};
+const show = (result: Result | string): string =>
+  typeof result === 'string' ? `${result} | ` : `${Math.round(result.throughput)} | ${result.p99us}`;
+const ratio = (ours: Result | string, theirs: Result | string): string =>
+  typeof ours === 'string' || typeof theirs === 'string' ? '' : (ours.throughput / theirs.throughput).toFixed(2);
+
 const perf = findPerfAnalyzer();
 const server = await Server.start({ modelRepository: join(root, 'test/models'), modelControlMode: 'explicit', log: { info: false } });
 await server.loadModel('identity_fp32');
 const frontends = await serveKServe(server, { http: { port: 0 }, grpc: { port: 0 } });
+const binary = process.env.TRITONSERVER_BINARY;
+const triton = binary === undefined ? undefined : await startTritonserver(binary, server.library.path);
 console.log(`library: ${server.library.path} (C API ${server.library.major}.${server.library.minor}); perf_analyzer: ${perf}`);
-console.log(`window ${windowMs} ms; throughput in infer/s, p99 in µs; ratio = KServe / in-process\n`);
-console.log('| protocol | shape | concurrency | infer/s | p99 µs | in-process infer/s | in-process p99 µs | ratio |');
-console.log('|---|---|---|---|---|---|---|---|');
+if (binary !== undefined) console.log(`tritonserver: ${binary}`);
+console.log(`window ${windowMs} ms; throughput in infer/s, p99 in µs; each ratio is serveKServe's throughput over the other's\n`);
+const headings = ['protocol', 'shape', 'concurrency', 'serveKServe infer/s', 'p99 µs', 'in-process infer/s', 'p99 µs', '÷ in-process'];
+if (triton !== undefined) headings.push('tritonserver infer/s', 'p99 µs', '÷ tritonserver');
+console.log(`| ${headings.join(' | ')} |`);
+console.log(`|${headings.map(() => '---|').join('')}`);
 try {
   for (const size of sizes) {
     for (const concurrency of concurrencies) {
       const baseline = await inProcess(server, size, concurrency);
       for (const protocol of protocols) {
-        const url = `127.0.0.1:${protocol === 'http' ? frontends.http?.port : frontends.grpc?.port}`;
-        let cells: string;
-        try {
-          const result = await perfAnalyzer(perf, protocol, url, size, concurrency);
-          cells = `${Math.round(result.throughput)} | ${result.p99us} | ${Math.round(baseline.throughput)} | ${baseline.p99us} | ${(result.throughput / baseline.throughput).toFixed(2)}`;
-        } catch (error) {
-          cells = `failed: ${((error as { stderr?: string }).stderr ?? String(error)).trim().split('\n').pop()} | | | | `;
+        const ours = await cell(() => perfAnalyzer(perf, protocol, `127.0.0.1:${protocol === 'http' ? frontends.http?.port : frontends.grpc?.port}`, size, concurrency));
+        let row = `| ${protocol} | [1,${size}] | ${concurrency} | ${show(ours)} | ${show(baseline)} | ${ratio(ours, baseline)}`;
+        if (triton !== undefined) {
+          const theirs = await cell(() => perfAnalyzer(perf, protocol, `127.0.0.1:${protocol === 'http' ? triton.http : triton.grpc}`, size, concurrency));
+          row += ` | ${show(theirs)} | ${ratio(ours, theirs)}`;
         }
-        console.log(`| ${protocol} | [1,${size}] | ${concurrency} | ${cells} |`);
+        console.log(`${row} |`);
       }
     }
   }
 } finally {
+  triton?.child.kill('SIGTERM');
   await frontends.close();
   await server.stop();
 }

@@ -1,4 +1,6 @@
+import http2 from 'node:http2';
 import { resolve } from 'node:path';
+import { gzipSync } from 'node:zlib';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -21,7 +23,7 @@ const definition = protoLoader.loadSync('inference.proto', {
   oneofs: true,
 });
 const Service = (grpc.loadPackageDefinition(definition) as unknown as {
-  inference: { GRPCInferenceService: new (address: string, credentials: grpc.ChannelCredentials) => Client };
+  inference: { GRPCInferenceService: new (address: string, credentials: grpc.ChannelCredentials, options?: grpc.ChannelOptions) => Client };
 }).inference.GRPCInferenceService;
 
 let server: Server;
@@ -345,3 +347,139 @@ describe('gRPC front end lifecycle', () => {
     await expectNoRequestsLive();
   });
 });
+
+describe('gRPC transport (node:http2)', () => {
+  const slowRequest = (delayMs: number): object => ({
+    model_name: 'slow',
+    inputs: [
+      { name: 'INPUT0', datatype: 'FP32', shape: [1], contents: { fp32_contents: [3] } },
+      { name: 'DELAY_MS', datatype: 'UINT32', shape: [1], contents: { uint_contents: [delayMs] } },
+    ],
+  });
+
+  it('ends a call past its deadline with DEADLINE_EXCEEDED and cancels the Triton request', async () => {
+    const error = await new Promise<grpc.ServiceError>((resolve) => {
+      (client.ModelInfer as (r: object, m: grpc.Metadata, o: grpc.CallOptions, cb: (e: grpc.ServiceError | null) => void) => void).call(
+        client,
+        slowRequest(60_000),
+        new grpc.Metadata(),
+        { deadline: Date.now() + 300 },
+        (e) => resolve(e as grpc.ServiceError),
+      );
+    });
+    expect(error.code).toBe(grpc.status.DEADLINE_EXCEEDED);
+    while (liveObjects().requests > 0 || (frontends.grpc?.inFlight ?? 0) > 0) await new Promise((r) => setTimeout(r, 10));
+    expect(liveObjects().requests).toBe(0);
+  });
+
+  it('takes gzip and deflate requests and compresses responses when asked (responseCompression)', async () => {
+    const own = await serveKServe(server, { grpc: { port: 0, responseCompression: 'gzip' } });
+    const input = new Float32Array(4096).map((_, i) => i % 7);
+    try {
+      for (const algorithm of [1, 2]) {
+        // grpc-js channel option: 1 deflate, 2 gzip (requests compressed; gzip responses taken).
+        const other = new Service(`127.0.0.1:${own.grpc?.port}`, grpc.credentials.createInsecure(), {
+          'grpc.default_compression_algorithm': algorithm,
+        } as grpc.ChannelOptions);
+        try {
+          const response = await call(
+            'ModelInfer',
+            { model_name: 'identity_fp32', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 4096] }], raw_input_contents: [Buffer.from(input.buffer)] },
+            other,
+          );
+          expect(f32((response.raw_output_contents as Buffer[])[0] as Buffer)).toEqual(Array.from(input));
+        } finally {
+          other.close();
+        }
+      }
+      // On the wire: the response message is flagged compressed and inflates to the answer.
+      const { message, headers } = await rawCall(own.grpc?.port as number, 'ServerLive', Buffer.alloc(0), false);
+      expect(headers['grpc-encoding']).toBe('gzip');
+      expect(message.compressed).toBe(true);
+    } finally {
+      await own.close();
+    }
+  });
+
+  it('refuses messages past maxReceiveMessageBytes, compressed ones by their inflated size', async () => {
+    const own = await serveKServe(server, { grpc: { port: 0, maxReceiveMessageBytes: 64 * 1024 } });
+    try {
+      const other = new Service(`127.0.0.1:${own.grpc?.port}`, grpc.credentials.createInsecure());
+      const big = await failure(
+        'ModelInfer',
+        { model_name: 'identity_fp32', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 32768] }], raw_input_contents: [Buffer.alloc(131072)] },
+        other,
+      );
+      other.close();
+      expect(big.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+      expect(big.details).toContain('larger than max');
+      // 64 MiB of zeros gzip to about 64 KiB: refused while inflating, not after.
+      const bomb = gzipSync(Buffer.alloc(64 * 1024 * 1024), { level: 9 });
+      expect(bomb.byteLength).toBeLessThan(64 * 1024);
+      const { status } = await rawCall(own.grpc?.port as number, 'ModelInfer', bomb, true);
+      expect(status).toMatchObject({ code: grpc.status.RESOURCE_EXHAUSTED });
+      expect(status.message).toContain('larger than max');
+      expect(own.grpc?.inFlight).toBe(0);
+    } finally {
+      await own.close();
+    }
+  });
+
+  it('answers an unknown method UNIMPLEMENTED and a malformed message INVALID_ARGUMENT', async () => {
+    const port = frontends.grpc?.port as number;
+    const unknown = await rawCall(port, 'NoSuchMethod', Buffer.alloc(0), false);
+    expect(unknown.status.code).toBe(grpc.status.UNIMPLEMENTED);
+    const malformed = await rawCall(port, 'ModelInfer', Buffer.from([0x0a, 0xff, 0xff, 0x7f]), false);
+    expect(malformed.status.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(malformed.status.message).toContain('failed to parse the ModelInferRequest message');
+  });
+});
+
+/** One call with node:http2: what a client that is not grpc-js sends and sees. */
+async function rawCall(
+  port: number,
+  method: string,
+  message: Buffer,
+  compressed: boolean,
+): Promise<{ headers: http2.IncomingHttpHeaders; status: { code: number; message: string }; message: { compressed: boolean; bytes: Buffer } }> {
+  const session = http2.connect(`http://127.0.0.1:${port}`);
+  try {
+    const stream = session.request({
+      ':method': 'POST',
+      ':path': `/inference.GRPCInferenceService/${method}`,
+      'content-type': 'application/grpc',
+      te: 'trailers',
+      'grpc-encoding': compressed ? 'gzip' : 'identity',
+      'grpc-accept-encoding': 'identity,gzip',
+    });
+    const framed = Buffer.alloc(5 + message.length);
+    framed[0] = compressed ? 1 : 0;
+    framed.writeUInt32BE(message.length, 1);
+    message.copy(framed, 5);
+    stream.end(framed);
+    return await new Promise((resolve, reject) => {
+      let headers: http2.IncomingHttpHeaders = {};
+      const chunks: Buffer[] = [];
+      let trailers: http2.IncomingHttpHeaders = {};
+      stream.on('response', (h) => {
+        headers = h;
+      });
+      stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+      stream.on('trailers', (h) => {
+        trailers = h;
+      });
+      stream.on('error', reject);
+      stream.on('close', () => {
+        const all = Buffer.concat(chunks);
+        const statusFrom = trailers['grpc-status'] !== undefined ? trailers : headers;
+        resolve({
+          headers,
+          status: { code: Number(statusFrom['grpc-status']), message: decodeURIComponent(String(statusFrom['grpc-message'] ?? '')) },
+          message: { compressed: all[0] === 1, bytes: all.subarray(5) },
+        });
+      });
+    });
+  } finally {
+    session.close();
+  }
+}

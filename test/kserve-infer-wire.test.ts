@@ -3,7 +3,14 @@
 import { resolve } from 'node:path';
 import * as protoLoader from '@grpc/proto-loader';
 import { describe, expect, it } from 'vitest';
-import { decodeModelInferResponse, decodeModelStreamInferResponse, encodeModelInferRequest } from '../lib/kserve/infer-wire.js';
+import {
+  decodeModelInferRequest,
+  decodeModelInferResponse,
+  decodeModelStreamInferResponse,
+  encodeModelInferRequest,
+  encodeModelInferResponse,
+  encodeModelStreamInferResponse,
+} from '../lib/kserve/infer-wire.js';
 
 const definition = protoLoader.loadSync('inference.proto', {
   includeDirs: [resolve(import.meta.dirname, '../lib/kserve/proto')],
@@ -119,5 +126,115 @@ describe('ModelInferResponse, written by protobufjs, read by hand', () => {
     const bytes = infer.responseSerialize(response);
     expect(() => decodeModelInferResponse(bytes.subarray(0, bytes.length - 3))).toThrow(/past its message|truncated/);
     expect(() => decodeModelInferResponse(Buffer.from([0x0f]))).toThrow(/wire type/);
+  });
+});
+
+describe('the front end direction: requests read by hand, responses written by hand', () => {
+  it('reads a ModelInferRequest protobufjs wrote: parameters, typed contents (packed), raw contents as views', () => {
+    const raw = Buffer.from(new Float32Array([1, 2, 3]).buffer);
+    const bytes = infer.requestSerialize({
+      model_name: 'm',
+      model_version: '2',
+      id: 'r1',
+      parameters: { s: { string_param: 'x' }, b: { bool_param: true }, i: { int64_param: '-5' }, d: { double_param: 0.5 }, u: { uint64_param: '7' } },
+      inputs: [
+        { name: 'RAW', datatype: 'FP32', shape: ['1', '3'], parameters: { shared_memory_region: { string_param: 'r' } } },
+        {
+          name: 'TYPED',
+          datatype: 'INT32',
+          shape: ['4'],
+          contents: {
+            bool_contents: [true, false],
+            int_contents: [-1, 2, -2147483648, 2147483647],
+            int64_contents: ['-9007199254740993', '5'],
+            uint_contents: [4294967295],
+            uint64_contents: ['18446744073709551615'],
+            fp32_contents: [0.5, -1.25],
+            fp64_contents: [1e300],
+            bytes_contents: [Buffer.from('héllo'), Buffer.alloc(0)],
+          },
+        },
+      ],
+      outputs: [{ name: 'OUT', parameters: { classification: { int64_param: '3' } } }],
+      raw_input_contents: [raw],
+    });
+    const message = decodeModelInferRequest(bytes);
+    expect(message).toMatchObject({ model_name: 'm', model_version: '2', id: 'r1', parameters: { s: 'x', b: true, i: -5, d: 0.5, u: 7 } });
+    expect(message.inputs[0]).toMatchObject({ name: 'RAW', datatype: 'FP32', shape: [1, 3], parameters: { shared_memory_region: 'r' }, contents: undefined });
+    expect(message.inputs[1]?.contents).toEqual({
+      bool_contents: [true, false],
+      int_contents: [-1, 2, -2147483648, 2147483647],
+      int64_contents: [-9007199254740993n, 5n],
+      uint_contents: [4294967295],
+      uint64_contents: [18446744073709551615n],
+      fp32_contents: [0.5, -1.25],
+      fp64_contents: [1e300],
+      bytes_contents: [Buffer.from('héllo'), Buffer.alloc(0)],
+    });
+    expect(message.outputs).toEqual([{ name: 'OUT', parameters: { classification: 3 } }]);
+    const view = message.raw_input_contents[0] as Buffer;
+    expect(view.buffer).toBe(bytes.buffer); // a view, not a copy
+    expect(Array.from(new Float32Array(view.buffer.slice(view.byteOffset, view.byteOffset + view.byteLength)))).toEqual([1, 2, 3]);
+  });
+
+  it('reads unpacked repeated scalars too', () => {
+    // field 5 (contents) holding int_contents (2) as two unpacked varints: 3 and 300.
+    const contents = Buffer.from([0x10, 0x03, 0x10, 0xac, 0x02]);
+    const input = Buffer.concat([Buffer.from([0x0a, 0x01, 0x58, 0x2a, contents.length]), contents]);
+    const bytes = Buffer.concat([Buffer.from([0x2a, input.length]), input]);
+    expect(decodeModelInferRequest(bytes).inputs[0]).toMatchObject({ name: 'X', contents: { int_contents: [3, 300] } });
+  });
+
+  it('refuses truncated requests', () => {
+    const bytes = infer.requestSerialize({ model_name: 'model', inputs: [{ name: 'A', datatype: 'FP32', shape: ['2'] }] });
+    for (let end = 1; end < bytes.length; end++) {
+      let threw = false;
+      try {
+        const message = decodeModelInferRequest(bytes.subarray(0, end));
+        // Cut at a field boundary the message is just shorter: never a field read past the end.
+        threw = message.model_name !== 'model' || message.inputs.length === 0;
+      } catch {
+        threw = true;
+      }
+      expect(threw).toBe(true);
+    }
+  });
+
+  it('writes a ModelInferResponse and a ModelStreamInferResponse protobufjs reads, after a free prefix', () => {
+    const raw = new Uint8Array(new Int32Array([7, -8]).buffer);
+    const response = {
+      model_name: 'm',
+      model_version: '1',
+      id: 'r',
+      parameters: { triton_final_response: true, n: 3, s: 'x' },
+      outputs: [
+        { name: 'OUT', datatype: 'INT32', shape: [1, 2] },
+        { name: 'SHM', datatype: 'FP32', shape: [4] },
+      ],
+      raw_output_contents: [raw, new Uint8Array(0)],
+    };
+    const bytes = encodeModelInferResponse(response, 5);
+    const message = infer.responseDeserialize(bytes.subarray(5)) as Record<string, any>;
+    expect(message).toMatchObject({
+      model_name: 'm',
+      model_version: '1',
+      id: 'r',
+      outputs: [
+        { name: 'OUT', datatype: 'INT32', shape: ['1', '2'] },
+        { name: 'SHM', datatype: 'FP32', shape: ['4'] },
+      ],
+    });
+    expect(message.parameters.triton_final_response).toMatchObject({ bool_param: true });
+    expect(message.parameters.n).toMatchObject({ int64_param: '3' });
+    expect(message.parameters.s).toMatchObject({ string_param: 'x' });
+    expect((message.raw_output_contents as Buffer[]).map((b) => b.length)).toEqual([8, 0]);
+    expect(Array.from(new Int32Array(new Uint8Array(message.raw_output_contents[0]).buffer))).toEqual([7, -8]);
+    const streamed = stream.responseDeserialize(encodeModelStreamInferResponse('', response, 5).subarray(5)) as Record<string, any>;
+    expect(streamed.error_message).toBe('');
+    expect(streamed.infer_response).toMatchObject({ id: 'r', model_name: 'm' });
+    const failed = stream.responseDeserialize(
+      encodeModelStreamInferResponse('bad', { ...response, parameters: {}, outputs: [], raw_output_contents: [] }, 5).subarray(5),
+    ) as Record<string, any>;
+    expect(failed).toMatchObject({ error_message: 'bad', infer_response: { id: 'r', outputs: [] } });
   });
 });

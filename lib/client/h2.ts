@@ -10,12 +10,12 @@ import { Buffer } from 'node:buffer';
 import http2, { type ClientHttp2Session, type ClientHttp2Stream, type IncomingHttpHeaders } from 'node:http2';
 import { promisify } from 'node:util';
 import { gunzip, gzip } from 'node:zlib';
+import { Deframer, formatGrpcTimeout, frame, framePrefixed, percentDecode, STATUS } from '../kserve/grpc-framing.js';
 
 const gzipAsync = promisify(gzip);
 const gunzipAsync = promisify(gunzip);
 
-/** gRPC status codes used here by name. */
-export const STATUS = { OK: 0, CANCELLED: 1, UNKNOWN: 2, DEADLINE_EXCEEDED: 4, RESOURCE_EXHAUSTED: 8, INTERNAL: 13, UNAVAILABLE: 14 } as const;
+export { STATUS };
 
 /** How a call ended: the server's status, or a failure of the connection (`connection` set). */
 export interface CallEnd {
@@ -58,63 +58,6 @@ const PING_TIMEOUT_MS = 20_000;
 const STREAM_WINDOW_BYTES = 16 * 1024 * 1024;
 const CONNECTION_WINDOW_BYTES = 64 * 1024 * 1024;
 const MAX_FRAME_BYTES = 1024 * 1024;
-
-/** `grpc-timeout`: at most eight digits and a unit. */
-function grpcTimeout(ms: number): string {
-  const value = Math.max(1, Math.ceil(ms));
-  return value < 1e8 ? `${value}m` : `${Math.min(99_999_999, Math.ceil(value / 1000))}S`;
-}
-
-function percentDecode(text: string): string {
-  try {
-    return decodeURIComponent(text);
-  } catch {
-    return text;
-  }
-}
-
-/** Splits the response body into gRPC messages (5-byte prefix: compressed flag, length). */
-class Deframer {
-  #chunks: Buffer[] = [];
-  #buffered = 0;
-
-  constructor(
-    readonly limit: number,
-    readonly onMessage: (bytes: Buffer, compressed: boolean) => void,
-  ) {}
-
-  /** False when a message is larger than the limit (the call must end). */
-  push(chunk: Buffer): boolean {
-    this.#chunks.push(chunk);
-    this.#buffered += chunk.length;
-    for (;;) {
-      if (this.#buffered < 5) return true;
-      let head = this.#chunks[0]!;
-      if (head.length < 5) {
-        head = Buffer.concat(this.#chunks);
-        this.#chunks = [head];
-      }
-      const compressed = head[0] === 1;
-      const length = head.readUInt32BE(1);
-      if (length > this.limit) return false;
-      if (this.#buffered < 5 + length) return true;
-      let message: Buffer;
-      if (head.length >= 5 + length) {
-        message = head.subarray(5, 5 + length);
-        const rest = head.subarray(5 + length);
-        if (rest.length > 0) this.#chunks[0] = rest;
-        else this.#chunks.shift();
-      } else {
-        const all = Buffer.concat(this.#chunks);
-        message = all.subarray(5, 5 + length);
-        const rest = all.subarray(5 + length);
-        this.#chunks = rest.length > 0 ? [rest] : [];
-      }
-      this.#buffered -= 5 + length;
-      this.onMessage(message, compressed);
-    }
-  }
-}
 
 export class GrpcConnection {
   readonly #options: ConnectionOptions;
@@ -223,7 +166,7 @@ export class GrpcConnection {
       'user-agent': 'tritonserver-node',
     };
     if (this.#options.compress) headers['grpc-encoding'] = 'gzip';
-    if (deadline !== undefined) headers['grpc-timeout'] = grpcTimeout(deadline - Date.now());
+    if (deadline !== undefined) headers['grpc-timeout'] = formatGrpcTimeout(deadline - Date.now());
     let stream: ClientHttp2Stream;
     try {
       stream = session.request(headers);
@@ -267,7 +210,7 @@ export class GrpcConnection {
       }
     });
     stream.on('data', (chunk: Buffer) => {
-      if (ended || deframer.push(chunk)) return;
+      if (ended || deframer.push(chunk) === undefined) return;
       status = { code: STATUS.RESOURCE_EXHAUSTED, message: `a response message is larger than maxMessageBytes (${this.#options.maxMessageBytes})` };
       stream.close(http2.constants.NGHTTP2_CANCEL);
     });
@@ -296,25 +239,11 @@ export class GrpcConnection {
       );
     });
     const compress = this.#options.compress;
-    const frame = (message: Buffer, flag: number): Buffer => {
-      const out = Buffer.allocUnsafe(5 + message.length);
-      out[0] = flag;
-      out.writeUInt32BE(message.length, 1);
-      message.copy(out, 5);
-      return out;
-    };
     return {
       send: (message, last, framed = false) => {
         if (ended) return;
         if (!compress) {
-          let out: Buffer;
-          if (framed) {
-            out = message;
-            out[0] = 0;
-            out.writeUInt32BE(message.length - 5, 1);
-          } else {
-            out = frame(message, 0);
-          }
+          const out = framed ? framePrefixed(message) : frame(message, false);
           if (last) stream.end(out);
           else stream.write(out);
           return;
@@ -322,8 +251,8 @@ export class GrpcConnection {
         gzipAsync(framed ? message.subarray(5) : message).then(
           (zipped) => {
             if (ended || stream.closed) return;
-            if (last) stream.end(frame(zipped, 1));
-            else stream.write(frame(zipped, 1));
+            if (last) stream.end(frame(zipped, true));
+            else stream.write(frame(zipped, true));
           },
           (error: unknown) => stream.destroy(error as Error),
         );

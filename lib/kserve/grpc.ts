@@ -1,10 +1,18 @@
 /**
  * KServe v2 gRPC (`inference.GRPCInferenceService`) over the public
- * Server/Model API, with @grpc/grpc-js and this package's own .proto files.
- * Both are optional peer dependencies, imported only when gRPC is asked for.
+ * Server/Model API, on `node:http2`. ModelInfer and ModelStreamInfer use the
+ * hand-written codec of lib/kserve/infer-wire.ts (tensors read as views of
+ * the received message, written once into the response); the other methods
+ * use @grpc/proto-loader's codecs of this package's .proto files (an
+ * optional peer dependency, imported only when gRPC is asked for). Measured
+ * with perf_analyzer, @grpc/grpc-js's server spent most of the time of a
+ * small call in its own call stack: see docs/kserve.md.
  */
 import { Buffer } from 'node:buffer';
-import type * as GrpcJs from '@grpc/grpc-js';
+import http2, { type IncomingHttpHeaders, type OutgoingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
+import type { AddressInfo, Socket } from 'node:net';
+import { promisify } from 'node:util';
+import { deflate, gunzip, gzip, inflate } from 'node:zlib';
 import { TritonError, type TritonErrorCode } from '../errors.js';
 import type { InferenceRequest } from '../inference.js';
 import type { Server } from '../server.js';
@@ -21,10 +29,19 @@ import {
   type ParameterValue,
   type ResponseData,
 } from './codec.js';
+import { Deframer, frame, framePrefixed, parseGrpcTimeout, percentEncode, STATUS } from './grpc-framing.js';
 import { loadOptions } from './http.js';
+import {
+  decodeModelInferRequest,
+  encodeModelInferResponse,
+  encodeModelStreamInferResponse,
+  type WireOutputTensor,
+  type WireReceivedRequest,
+  type WireSentResponse,
+} from './infer-wire.js';
 import type { ResolvedProtocolOptions } from './options.js';
 import { classify } from '../classification.js';
-import { loadGrpcService } from './proto.js';
+import { loadInferenceMessages, type MessageCodec } from './proto.js';
 import { bigintsAsStrings, Tracker, tritonErrorCode } from './shared.js';
 import type { SharedMemoryInput } from '../shared-memory.js';
 import {
@@ -42,40 +59,42 @@ import {
 
 /** The gRPC status code (numeric) Triton's gRPC front end uses for each error code. */
 export function grpcStatus(code: TritonErrorCode): number {
-  // Values of grpc.status: UNKNOWN 2, INVALID_ARGUMENT 3, NOT_FOUND 5, ALREADY_EXISTS 6,
-  // UNIMPLEMENTED 12, INTERNAL 13, UNAVAILABLE 14, CANCELLED 1.
   const table: Record<TritonErrorCode, number> = {
-    UNKNOWN: 2,
-    INTERNAL: 13,
-    NOT_FOUND: 5,
-    INVALID_ARG: 3,
-    UNAVAILABLE: 14,
-    UNSUPPORTED: 12,
-    ALREADY_EXISTS: 6,
-    CANCELLED: 1,
+    UNKNOWN: STATUS.UNKNOWN,
+    INTERNAL: STATUS.INTERNAL,
+    NOT_FOUND: STATUS.NOT_FOUND,
+    INVALID_ARG: STATUS.INVALID_ARGUMENT,
+    UNAVAILABLE: STATUS.UNAVAILABLE,
+    UNSUPPORTED: STATUS.UNIMPLEMENTED,
+    ALREADY_EXISTS: STATUS.ALREADY_EXISTS,
+    CANCELLED: STATUS.CANCELLED,
   };
   return table[code];
 }
 
-const PERMISSION_DENIED = 7;
-
+/** The gRPC listener of `serveKServe`. */
 export interface GrpcFrontend {
-  server: GrpcJs.Server;
+  /** The HTTP/2 server underneath. */
+  server: http2.Http2Server | http2.Http2SecureServer;
   host: string;
+  /** The port bound (useful with port 0). */
   port: number;
   /** Requests being handled now. */
   readonly inFlight: number;
+  /** Refuses new calls (UNAVAILABLE), lets those in flight finish, then closes every connection. */
   close(): Promise<void>;
 }
 
 export interface GrpcListenOptions {
   port: number;
   host: string;
+  tls?: Record<string, unknown> | undefined;
   credentials?: unknown;
   maxReceiveMessageBytes?: number | undefined;
+  responseCompression: 'none' | 'gzip' | 'deflate';
 }
 
-/** `InferParameter` as proto-loader gives it (oneofs: true). */
+/** `InferParameter` as proto-loader gives it (oneofs: true): the admin methods' parameters. */
 interface WireParameter {
   parameter_choice?: string;
   bool_param?: boolean;
@@ -96,36 +115,7 @@ function fromWireParameters(parameters: Record<string, WireParameter> | undefine
   return out;
 }
 
-function toWireParameters(parameters: Record<string, ParameterValue>): Record<string, WireParameter> {
-  const out: Record<string, WireParameter> = {};
-  for (const [key, value] of Object.entries(parameters)) {
-    if (typeof value === 'boolean') out[key] = { bool_param: value };
-    else if (typeof value === 'string') out[key] = { string_param: value };
-    else if (Number.isInteger(value)) out[key] = { int64_param: String(value) };
-    else out[key] = { double_param: value };
-  }
-  return out;
-}
-
-interface WireInput {
-  name: string;
-  datatype: string;
-  shape: number[];
-  parameters?: Record<string, WireParameter>;
-  contents?: Record<string, unknown[]> | null;
-}
-
-interface WireRequest {
-  model_name: string;
-  model_version: string;
-  id: string;
-  parameters?: Record<string, WireParameter>;
-  inputs: WireInput[];
-  outputs: Array<{ name: string; parameters?: Record<string, WireParameter> }>;
-  raw_input_contents: Buffer[];
-}
-
-const CONTENTS_FIELD: Readonly<Record<DataType, string | undefined>> = {
+const CONTENTS_FIELD: Readonly<Record<DataType, keyof NonNullable<WireReceivedRequest['inputs'][number]['contents']> | undefined>> = {
   BOOL: 'bool_contents',
   UINT8: 'uint_contents',
   UINT16: 'uint_contents',
@@ -149,8 +139,8 @@ function parseVersion(text: string): number {
 }
 
 /** Decodes a `ModelInferRequest`: raw contents as views over the received message. */
-export function decodeGrpcInferRequest(message: WireRequest): DecodedRequest & { emptyFinal: boolean } {
-  const raw = message.raw_input_contents ?? [];
+export function decodeGrpcInferRequest(message: WireReceivedRequest): DecodedRequest & { emptyFinal: boolean } {
+  const raw = message.raw_input_contents;
   // Inputs in shared memory have no raw contents: the others take them in order (as Triton).
   const inShm = message.inputs.filter((input) => input.parameters?.shared_memory_region !== undefined).length;
   let rawIndex = 0;
@@ -164,11 +154,11 @@ export function decodeGrpcInferRequest(message: WireRequest): DecodedRequest & {
   message.inputs.forEach((input) => {
     const what = `input '${input.name}'`;
     const datatype = checkDatatype(input.datatype, what);
-    const shape = checkShape(input.shape.map(Number), what);
-    const parameters = fromWireParameters(input.parameters);
+    const shape = checkShape(input.shape, what);
+    const parameters = input.parameters;
     const range = sharedMemoryParameters(parameters, input.name);
     if (range !== undefined) {
-      if (input.contents !== undefined && input.contents !== null && Object.values(input.contents).some((v) => v.length > 0)) {
+      if (input.contents !== undefined && Object.values(input.contents).some((v) => v.length > 0)) {
         throw new TritonError(
           'INVALID_ARG',
           `unexpected 'content' provided when using shared memory for input tensor '${input.name}' for model '${message.model_name}'`,
@@ -183,24 +173,24 @@ export function decodeGrpcInferRequest(message: WireRequest): DecodedRequest & {
       return;
     }
     const field = CONTENTS_FIELD[datatype];
-    const values = field === undefined ? undefined : input.contents?.[field];
+    const values: unknown[] | undefined = field === undefined ? undefined : input.contents?.[field];
     if (values === undefined || (values.length === 0 && shape.reduce((a, b) => a * b, 1) !== 0)) {
       throw new TritonError('INVALID_ARG', `${what} has no data: give raw_input_contents or contents.${field ?? '(raw only for ' + datatype + ')'}`);
     }
     if (datatype === 'BYTES') {
-      inputs[input.name] = { datatype, shape, data: values as Buffer[] };
+      inputs[input.name] = { datatype, shape, data: values as Uint8Array[] };
     } else if (datatype === 'INT64' || datatype === 'UINT64') {
       const count = shape.reduce((a, b) => a * b, 1);
       if (values.length !== count) {
         throw new TritonError('INVALID_ARG', `${what}: expected ${count} elements for shape [${shape.join(',')}], got ${values.length}`);
       }
-      const big = (values as string[]).map((v) => BigInt(v));
+      const big = values as bigint[];
       inputs[input.name] = { datatype, shape, data: datatype === 'INT64' ? BigInt64Array.from(big) : BigUint64Array.from(big) };
     } else {
       inputs[input.name] = tensorFromJson(input.name, datatype, shape, values);
     }
   });
-  const parameters = fromWireParameters(message.parameters);
+  const parameters = { ...message.parameters };
   const emptyFinal = parameters.triton_enable_empty_final_response;
   if (emptyFinal !== undefined && typeof emptyFinal !== 'boolean') {
     throw new TritonError('INVALID_ARG', "invalid value type for 'triton_enable_empty_final_response' parameter, expected bool_param.");
@@ -210,7 +200,7 @@ export function decodeGrpcInferRequest(message: WireRequest): DecodedRequest & {
     message.outputs.length === 0
       ? undefined
       : message.outputs.map((output) => {
-          const p = fromWireParameters(output.parameters);
+          const p = output.parameters;
           const k = p.classification;
           if (k !== undefined && !(Number.isInteger(k) && (k as number) > 0)) {
             throw new TritonError('INVALID_ARG', `'classification' of output '${output.name}' must be a positive integer`);
@@ -228,9 +218,9 @@ export function encodeGrpcInferResponse(
   decoded: DecodedRequest,
   batched: boolean,
   extra: Record<string, ParameterValue> = {},
-): Record<string, unknown> {
+): WireSentResponse {
   const requested = new Map((decoded.outputs ?? []).map((output) => [output.name, output]));
-  const outputs: Array<Record<string, unknown>> = [];
+  const outputs: WireOutputTensor[] = [];
   const raw: Uint8Array[] = [];
   for (const tensor of Object.values(response.outputs)) {
     const k = requested.get(tensor.name)?.classification;
@@ -252,23 +242,235 @@ export function encodeGrpcInferResponse(
     model_name: response.model.name,
     model_version: String(response.model.version),
     id: response.id,
-    parameters: toWireParameters({ ...response.parameters, ...extra }),
+    parameters: { ...response.parameters, ...extra },
     outputs,
     raw_output_contents: raw,
   };
 }
 
-type Callback = (error: GrpcJs.ServiceError | null, value?: unknown) => void;
-
-function serviceError(grpc: typeof GrpcJs, error: unknown): GrpcJs.ServiceError {
-  const metadata = new grpc.Metadata();
-  const code = tritonErrorCode(error);
-  if (code !== undefined) {
-    const message = (error as Error).message;
-    return Object.assign(new Error(message), { code: grpcStatus(code), details: message, metadata });
+/** An error that carries its own gRPC status (e.g. PERMISSION_DENIED, which no Triton code maps to). */
+class CallError extends Error {
+  constructor(
+    readonly grpcCode: number,
+    message: string,
+  ) {
+    super(message);
   }
+}
+
+function statusOf(error: unknown): { code: number; message: string } {
+  if (error instanceof CallError) return { code: error.grpcCode, message: error.message };
+  const code = tritonErrorCode(error);
   const message = error instanceof Error ? error.message : String(error);
-  return Object.assign(new Error(message), { code: grpc.status.INTERNAL, details: message, metadata });
+  return { code: code === undefined ? STATUS.INTERNAL : grpcStatus(code), message };
+}
+
+const SERVICE_PREFIX = '/inference.GRPCInferenceService/';
+const ACCEPT_ENCODING = 'identity,deflate,gzip';
+/** Request headers that are transport, not the caller's metadata. */
+const TRANSPORT_HEADERS = new Set(['content-type', 'te', 'grpc-timeout', 'grpc-encoding', 'grpc-accept-encoding', 'user-agent']);
+// HTTP/2's default flow-control windows (64 KiB per stream and per connection) hold 16 concurrent
+// 64 KiB requests to one window's worth per round trip: open them wide, as gRPC's C++ server does.
+const STREAM_WINDOW_BYTES = 16 * 1024 * 1024;
+const CONNECTION_WINDOW_BYTES = 64 * 1024 * 1024;
+
+const gunzipAsync = promisify(gunzip);
+const inflateAsync = promisify(inflate);
+const gzipAsync = promisify(gzip);
+const deflateAsync = promisify(deflate);
+
+/**
+ * One gRPC call on an HTTP/2 stream: its messages in, its messages and
+ * status out, exactly once. Cancellation (RST_STREAM) and the deadline
+ * (`grpc-timeout`) abort `signal`.
+ */
+class Call {
+  readonly signal: AbortSignal;
+  readonly #controller = new AbortController();
+  #headersSent = false;
+  #ended = false;
+  #timer: NodeJS.Timeout | undefined;
+  /** The response compression both sides accept, or undefined. */
+  readonly #compression: 'gzip' | 'deflate' | undefined;
+
+  constructor(
+    readonly stream: ServerHttp2Stream,
+    readonly headers: IncomingHttpHeaders,
+    compression: 'none' | 'gzip' | 'deflate',
+    readonly onEnd: () => void,
+  ) {
+    this.signal = this.#controller.signal;
+    const accepted = String(headers['grpc-accept-encoding'] ?? '').split(',').map((name) => name.trim());
+    this.#compression = compression !== 'none' && accepted.includes(compression) ? compression : undefined;
+    stream.once('close', () => {
+      if (!this.#ended) {
+        this.#controller.abort(new Error('the client cancelled the call'));
+        this.#finish();
+      }
+    });
+    stream.on('error', () => undefined); // a reset stream: 'close' follows
+    const timeout = parseGrpcTimeout(headers['grpc-timeout']);
+    if (timeout !== undefined) {
+      this.#timer = setTimeout(() => {
+        this.#controller.abort(new TritonError('CANCELLED', 'Deadline Exceeded'));
+        this.fail({ code: STATUS.DEADLINE_EXCEEDED, message: 'Deadline Exceeded' });
+      }, timeout);
+    }
+  }
+
+  get ended(): boolean {
+    return this.#ended;
+  }
+
+  /** The caller's metadata, as authorize() sees it. */
+  metadata(): Record<string, string | string[] | undefined> {
+    const out: Record<string, string | string[] | undefined> = {};
+    for (const [name, value] of Object.entries(this.headers)) {
+      if (!name.startsWith(':') && !TRANSPORT_HEADERS.has(name)) out[name] = value;
+    }
+    return out;
+  }
+
+  #respond(): void {
+    if (this.#headersSent) return;
+    this.#headersSent = true;
+    const headers: OutgoingHttpHeaders = { ':status': 200, 'content-type': 'application/grpc', 'grpc-accept-encoding': ACCEPT_ENCODING };
+    if (this.#compression !== undefined) headers['grpc-encoding'] = this.#compression;
+    this.stream.respond(headers, { waitForTrailers: true });
+    this.stream.once('wantTrailers', () => {
+      const status = this.#status ?? { code: STATUS.OK, message: '' };
+      const trailers: OutgoingHttpHeaders = { 'grpc-status': String(status.code) };
+      if (status.message !== '') trailers['grpc-message'] = percentEncode(status.message);
+      this.stream.sendTrailers(trailers);
+    });
+  }
+
+  #status: { code: number; message: string } | undefined;
+  /** Writes in order even when some are compressed (asynchronously). */
+  #writing: Promise<void> = Promise.resolve();
+
+  /**
+   * Sends one message (`message`'s first 5 bytes were left free for the
+   * prefix); `last` ends the call with OK after it, in the same write.
+   */
+  send(message: Buffer, last = false): void {
+    if (this.#ended || this.stream.closed) return;
+    this.#respond();
+    const compression = this.#compression;
+    if (compression === undefined) {
+      if (last) {
+        this.#ended = true;
+        this.#finish();
+        this.stream.end(framePrefixed(message));
+      } else {
+        this.stream.write(framePrefixed(message));
+      }
+      return;
+    }
+    this.#writing = this.#writing.then(async () => {
+      const packed = await (compression === 'gzip' ? gzipAsync : deflateAsync)(message.subarray(5));
+      if (!this.stream.closed) this.stream.write(frame(packed, true));
+    });
+    if (last) this.end();
+  }
+
+  /** Ends the call with OK, after the messages sent. */
+  end(): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    void this.#writing.then(() => this.#close({ code: STATUS.OK, message: '' }));
+  }
+
+  /** Ends the call with an error status. */
+  fail(status: { code: number; message: string }): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    void this.#writing.then(() => this.#close(status));
+  }
+
+  #close(status: { code: number; message: string }): void {
+    this.#finish();
+    if (this.stream.closed || this.stream.destroyed) return;
+    if (this.#headersSent) {
+      this.#status = status;
+      this.stream.end();
+      return;
+    }
+    // Trailers-only: the status in the one HEADERS frame.
+    this.#headersSent = true;
+    const headers: OutgoingHttpHeaders = {
+      ':status': 200,
+      'content-type': 'application/grpc',
+      'grpc-accept-encoding': ACCEPT_ENCODING,
+      'grpc-status': String(status.code),
+    };
+    if (status.message !== '') headers['grpc-message'] = percentEncode(status.message);
+    this.stream.respond(headers, { endStream: true });
+  }
+
+  #finished = false;
+  #finish(): void {
+    if (this.#finished) return;
+    this.#finished = true;
+    this.#ended = true;
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.onEnd();
+  }
+
+  /** Reads the request messages (decompressed), `limit` bytes at most each. */
+  read(limit: number, onMessage: (message: Buffer) => void, onEnd: () => void): void {
+    const encoding = String(this.headers['grpc-encoding'] ?? 'identity');
+    let delivery: Promise<void> = Promise.resolve();
+    const deliver = (message: Buffer, compressed: boolean): void => {
+      if (!compressed) {
+        delivery = delivery.then(() => {
+          if (!this.#ended) onMessage(message);
+        });
+        return;
+      }
+      delivery = delivery.then(async () => {
+        if (encoding !== 'gzip' && encoding !== 'deflate') {
+          throw new CallError(STATUS.UNIMPLEMENTED, `a compressed message with grpc-encoding '${encoding}', which this server does not take (it takes ${ACCEPT_ENCODING})`);
+        }
+        let plain: Buffer;
+        try {
+          // Inflated with the limit applied to the inflated size: a zip bomb costs at most `limit` bytes.
+          plain = await (encoding === 'gzip' ? gunzipAsync : inflateAsync)(message, { maxOutputLength: limit });
+        } catch (error) {
+          const code = (error as { code?: string }).code;
+          if (code === 'ERR_BUFFER_TOO_LARGE') throw new CallError(STATUS.RESOURCE_EXHAUSTED, `Received message larger than max (inflated past ${limit} bytes)`);
+          throw new CallError(STATUS.INTERNAL, `could not decompress a ${encoding} message: ${(error as Error).message}`);
+        }
+        if (!this.#ended) onMessage(plain);
+      });
+    };
+    const deframer = new Deframer(limit, deliver);
+    this.stream.on('data', (chunk: Buffer) => {
+      if (this.#ended) return;
+      const tooLarge = deframer.push(chunk);
+      if (tooLarge !== undefined) this.fail({ code: STATUS.RESOURCE_EXHAUSTED, message: `Received message larger than max (${tooLarge} vs. ${limit})` });
+    });
+    this.stream.once('end', () => {
+      delivery.then(
+        () => {
+          if (this.#ended) return;
+          if (deframer.pending > 0) this.fail({ code: STATUS.INTERNAL, message: 'the request ended inside a message' });
+          else onEnd();
+        },
+        (error: unknown) => this.fail(statusOf(error)),
+      );
+    });
+    delivery.catch(() => undefined);
+  }
+}
+
+/** grpc-js `ServerCredentials` as Node's TLS options (their public `_get…` accessors). */
+function credentialsAsTls(credentials: unknown): Record<string, unknown> | undefined {
+  if (credentials === undefined || credentials === null) return undefined;
+  const c = credentials as { _isSecure?: () => boolean; _getSecureContextOptions?: () => object | null; _getConstructorOptions?: () => object | null };
+  if (typeof c._isSecure !== 'function') throw new TritonError('INVALID_ARG', "gRPC 'credentials' must be a ServerCredentials of @grpc/grpc-js; or give Node's TLS options as 'tls'");
+  if (!c._isSecure()) return undefined;
+  return { ...(c._getConstructorOptions?.() ?? {}), ...(c._getSecureContextOptions?.() ?? {}) };
 }
 
 /** Starts the gRPC listener. */
@@ -277,60 +479,31 @@ export async function startGrpc(
   options: ResolvedProtocolOptions,
   listen: GrpcListenOptions,
 ): Promise<GrpcFrontend> {
-  const { grpc, service } = await loadGrpcService('serving KServe gRPC');
+  const messages = await loadInferenceMessages('serving KServe gRPC');
   const limit = listen.maxReceiveMessageBytes ?? options.maxBodyBytes;
-  const grpcServer = new grpc.Server({
-    'grpc.max_receive_message_length': limit,
-    'grpc.max_send_message_length': -1,
-  });
+  const tls = listen.tls ?? credentialsAsTls(listen.credentials);
+  const settings = { initialWindowSize: STREAM_WINDOW_BYTES, maxFrameSize: 1024 * 1024 };
+  // maxSessionMemory (MB) bounds what one connection may have buffered: room for a largest message both ways.
+  const maxSessionMemory = Math.max(64, Math.ceil((4 * limit) / (1024 * 1024)));
+  const h2 = tls === undefined
+    ? http2.createServer({ settings, maxSessionMemory })
+    : http2.createSecureServer({ ...(tls as http2.SecureServerOptions), settings, maxSessionMemory, allowHTTP1: false });
   const tracker = new Tracker();
+  const sessions = new Set<ServerHttp2Session>();
   /** Ends each open ModelStreamInfer stream (once its requests are done). */
   const streams = new Set<() => void>();
 
-  const guard = async (call: GrpcJs.ServerUnaryCall<unknown, unknown> | GrpcJs.ServerDuplexStream<unknown, unknown>, method: string): Promise<void> => {
+  const guard = async (call: Call, method: string): Promise<void> => {
     if (tracker.closing) throw new TritonError('UNAVAILABLE', 'the server is shutting down');
     const authorize = options.authorize;
     if (authorize === undefined) return;
     let allowed = false;
     try {
-      allowed = await authorize({
-        protocol: 'grpc',
-        method,
-        path: `/inference.GRPCInferenceService/${method}`,
-        headers: call.metadata.getMap() as Record<string, string>,
-      });
+      allowed = await authorize({ protocol: 'grpc', method, path: `${SERVICE_PREFIX}${method}`, headers: call.metadata() as Record<string, string> });
     } catch {
       allowed = false;
     }
-    if (!allowed) {
-      throw Object.assign(new Error('the request was not authorized'), { grpcCode: PERMISSION_DENIED });
-    }
-  };
-
-  const unary = <Req>(method: string, run: (request: Req, call: GrpcJs.ServerUnaryCall<Req, unknown>) => Promise<unknown>) =>
-    (call: GrpcJs.ServerUnaryCall<Req, unknown>, callback: Callback): void => {
-      const done = tracker.begin();
-      guard(call as GrpcJs.ServerUnaryCall<unknown, unknown>, method)
-        .then(() => run(call.request, call))
-        .then(
-          (value) => callback(null, value),
-          (error: unknown) => {
-            const code = (error as { grpcCode?: number }).grpcCode;
-            if (code !== undefined) {
-              const message = (error as Error).message;
-              callback(Object.assign(new Error(message), { code, details: message, metadata: new grpc.Metadata() }));
-            } else {
-              callback(serviceError(grpc, error));
-            }
-          },
-        )
-        .finally(done);
-    };
-
-  const callSignal = (call: GrpcJs.ServerUnaryCall<unknown, unknown> | GrpcJs.ServerDuplexStream<unknown, unknown>): AbortSignal => {
-    const controller = new AbortController();
-    call.once('cancelled', () => controller.abort(new Error('the client cancelled the call')));
-    return controller.signal;
+    if (!allowed) throw new CallError(STATUS.PERMISSION_DENIED, 'the request was not authorized');
   };
 
   const withTimeout = (request: InferenceRequest): InferenceRequest => {
@@ -346,19 +519,18 @@ export async function startGrpc(
 
   const requireRepositoryControl = (): void => {
     if (!options.repositoryControl) {
-      throw Object.assign(new Error('This API is restricted: repository control is disabled on this server (repositoryControl: false)'), {
-        grpcCode: PERMISSION_DENIED,
-      });
+      throw new CallError(STATUS.PERMISSION_DENIED, 'This API is restricted: repository control is disabled on this server (repositoryControl: false)');
     }
   };
 
-  const handlers: GrpcJs.UntypedServiceImplementation = {
-    ServerLive: unary('ServerLive', async () => ({ live: await server.live() })),
-    ServerReady: unary('ServerReady', async () => ({ ready: await server.ready() })),
-    ModelReady: unary<{ name: string; version: string }>('ModelReady', async (request) => ({
+  /** Unary methods over proto-loader's codecs: request object in, response object out. */
+  const admin: Record<string, (request: never) => Promise<unknown>> = {
+    ServerLive: async () => ({ live: await server.live() }),
+    ServerReady: async () => ({ ready: await server.ready() }),
+    ModelReady: async (request: { name: string; version: string }) => ({
       ready: await server.model(request.name, parseVersion(request.version)).ready(),
-    })),
-    ServerMetadata: unary('ServerMetadata', async () => {
+    }),
+    ServerMetadata: async () => {
       const metadata = await server.metadata();
       return {
         ...metadata,
@@ -367,14 +539,12 @@ export async function startGrpc(
           SHARED_MEMORY_EXTENSION,
         ],
       };
-    }),
-    ModelMetadata: unary<{ name: string; version: string }>('ModelMetadata', (request) =>
-      server.model(request.name, parseVersion(request.version)).metadata(),
-    ),
-    ModelConfig: unary<{ name: string; version: string }>('ModelConfig', async (request) => ({
+    },
+    ModelMetadata: (request: { name: string; version: string }) => server.model(request.name, parseVersion(request.version)).metadata(),
+    ModelConfig: async (request: { name: string; version: string }) => ({
       config: await server.model(request.name, parseVersion(request.version)).config(),
-    })),
-    ModelStatistics: unary<{ name: string; version: string }>('ModelStatistics', async (request) => {
+    }),
+    ModelStatistics: async (request: { name: string; version: string }) => {
       if (request.name === '') {
         const ready = await server.modelIndex({ readyOnly: true });
         const names = [...new Set(ready.map((entry) => entry.name))];
@@ -382,112 +552,131 @@ export async function startGrpc(
         return { model_stats: bigintsAsStrings(stats.flat()) };
       }
       return { model_stats: bigintsAsStrings(await server.model(request.name, parseVersion(request.version)).statistics()) };
-    }),
-    RepositoryIndex: unary<{ repository_name: string; ready: boolean }>('RepositoryIndex', async (request) => {
+    },
+    RepositoryIndex: async (request: { repository_name: string; ready: boolean }) => {
       requireRepositoryControl();
       if (request.repository_name !== '') throw new TritonError('UNSUPPORTED', "'repository_name' specification is not supported");
       return { models: await server.modelIndex({ readyOnly: request.ready }) };
-    }),
-    RepositoryModelLoad: unary<{ repository_name: string; model_name: string; parameters: Record<string, WireParameter & { bytes_param?: Buffer }> }>(
-      'RepositoryModelLoad',
-      async (request) => {
-        requireRepositoryControl();
-        if (request.repository_name !== '') throw new TritonError('UNSUPPORTED', "'repository_name' specification is not supported");
-        const entries = Object.entries(request.parameters ?? {}).map(([key, value]): [string, unknown] => {
-          const choice = value.parameter_choice as keyof typeof value | undefined;
-          const v = choice === undefined ? undefined : value[choice];
-          // gRPC carries file contents as bytes_param; HTTP as base64 text.
-          return [key, key.startsWith('file:') && typeof v === 'string' ? Buffer.from(v) : v];
-        });
-        await server.loadModel(request.model_name, loadOptions(request.model_name, entries));
-        return {};
-      },
-    ),
-    SystemSharedMemoryStatus: unary<{ name?: string }>('SystemSharedMemoryStatus', (request) => grpcSystemSharedMemoryStatus(server, request)),
-    SystemSharedMemoryRegister: unary<{ name?: string; key?: string; offset?: string; byte_size?: string }>('SystemSharedMemoryRegister', (request) =>
-      grpcSystemSharedMemoryRegister(server, request),
-    ),
-    SystemSharedMemoryUnregister: unary<{ name?: string }>('SystemSharedMemoryUnregister', (request) => grpcSystemSharedMemoryUnregister(server, request)),
-    CudaSharedMemoryStatus: unary<{ name?: string }>('CudaSharedMemoryStatus', grpcCudaSharedMemoryStatus),
-    CudaSharedMemoryRegister: unary<{ name?: string }>('CudaSharedMemoryRegister', grpcCudaSharedMemoryRegister),
-    CudaSharedMemoryUnregister: unary('CudaSharedMemoryUnregister', grpcCudaSharedMemoryUnregister),
-    RepositoryModelUnload: unary<{ repository_name: string; model_name: string; parameters: Record<string, WireParameter> }>(
-      'RepositoryModelUnload',
-      async (request) => {
-        requireRepositoryControl();
-        if (request.repository_name !== '') throw new TritonError('UNSUPPORTED', "'repository_name' specification is not supported");
-        const dependents = fromWireParameters(request.parameters).unload_dependents;
-        await server.unloadModel(request.model_name, { unloadDependents: dependents === true, wait: false });
-        return {};
-      },
-    ),
-    ModelInfer: unary<WireRequest>('ModelInfer', async (message, call) => {
-      const decoded = decodeGrpcInferRequest(message);
-      const version = parseVersion(message.model_version);
-      const model = server.model(message.model_name, version);
-      const signal = callSignal(call as GrpcJs.ServerUnaryCall<unknown, unknown>);
-      const [response, batched] = await Promise.all([
-        model.infer(withTimeout({ ...decoded.request, signal })),
-        isBatched(message.model_name, version, decoded),
-      ]);
-      return encodeGrpcInferResponse(response, decoded, batched);
-    }),
-    ModelStreamInfer: (call: GrpcJs.ServerDuplexStream<WireRequest, unknown>): void => {
-      // Each message counts as a request in flight; the stream itself is
-      // ended by close() once its requests are done.
-      const signal = callSignal(call as GrpcJs.ServerDuplexStream<unknown, unknown>);
-      // A count, not a Set of the tasks: a Set churned once per message
-      // keeps finished ones alive through minor GCs (lib/token-table.ts).
-      let inFlight = 0;
-      let ended = false;
-      const finish = (): void => {
-        if (ended && inFlight === 0) {
-          streams.delete(endStream);
-          call.end();
+    },
+    RepositoryModelLoad: async (request: { repository_name: string; model_name: string; parameters: Record<string, WireParameter & { bytes_param?: Buffer }> }) => {
+      requireRepositoryControl();
+      if (request.repository_name !== '') throw new TritonError('UNSUPPORTED', "'repository_name' specification is not supported");
+      const entries = Object.entries(request.parameters ?? {}).map(([key, value]): [string, unknown] => {
+        const choice = value.parameter_choice as keyof typeof value | undefined;
+        const v = choice === undefined ? undefined : value[choice];
+        // gRPC carries file contents as bytes_param; HTTP as base64 text.
+        return [key, key.startsWith('file:') && typeof v === 'string' ? Buffer.from(v) : v];
+      });
+      await server.loadModel(request.model_name, loadOptions(request.model_name, entries));
+      return {};
+    },
+    RepositoryModelUnload: async (request: { repository_name: string; model_name: string; parameters: Record<string, WireParameter> }) => {
+      requireRepositoryControl();
+      if (request.repository_name !== '') throw new TritonError('UNSUPPORTED', "'repository_name' specification is not supported");
+      const dependents = fromWireParameters(request.parameters).unload_dependents;
+      await server.unloadModel(request.model_name, { unloadDependents: dependents === true, wait: false });
+      return {};
+    },
+    SystemSharedMemoryStatus: (request: { name?: string }) => grpcSystemSharedMemoryStatus(server, request),
+    SystemSharedMemoryRegister: (request: { name?: string; key?: string; offset?: string; byte_size?: string }) => grpcSystemSharedMemoryRegister(server, request),
+    SystemSharedMemoryUnregister: (request: { name?: string }) => grpcSystemSharedMemoryUnregister(server, request),
+    CudaSharedMemoryStatus: (request: { name?: string }) => grpcCudaSharedMemoryStatus(request),
+    CudaSharedMemoryRegister: (request: { name?: string }) => grpcCudaSharedMemoryRegister(request),
+    CudaSharedMemoryUnregister: () => grpcCudaSharedMemoryUnregister(),
+  };
+
+  const runAdmin = (call: Call, method: string, message: Buffer): void => {
+    const codec = messages[method] as MessageCodec;
+    guard(call, method)
+      .then(() => (admin[method] as (request: unknown) => Promise<unknown>)(codec.requestDeserialize(message)))
+      .then(
+        (response) => {
+          const body = codec.responseSerialize(response as object);
+          const out = Buffer.allocUnsafe(5 + body.length);
+          body.copy(out, 5);
+          call.send(out, true);
+        },
+        (error: unknown) => call.fail(statusOf(error)),
+      );
+  };
+
+  const modelInfer = (call: Call, message: Buffer): void => {
+    guard(call, 'ModelInfer')
+      .then(async () => {
+        const wire = decodeWire(message);
+        const decoded = decodeGrpcInferRequest(wire);
+        const version = parseVersion(wire.model_version);
+        const model = server.model(wire.model_name, version);
+        const request = withTimeout(decoded.request);
+        request.signal = call.signal;
+        const classifying = decoded.outputs?.some((output) => output.classification !== undefined) ?? false;
+        const response = await model.infer(request);
+        const batched = classifying && (await isBatched(wire.model_name, version, decoded));
+        const out = encodeModelInferResponse(encodeGrpcInferResponse(response, decoded, batched), 5);
+        response.dispose();
+        return out;
+      })
+      .then(
+        (out) => call.send(out, true),
+        (error: unknown) => call.fail(statusOf(error)),
+      );
+  };
+
+  const modelStreamInfer = (call: Call): void => {
+    // Each message counts as a request in flight; the stream itself is
+    // ended by close() once its requests are done.
+    let inFlight = 0;
+    let ended = false;
+    const finish = (): void => {
+      if (ended && inFlight === 0) {
+        streams.delete(endStream);
+        call.end();
+      }
+    };
+    const endStream = (): void => {
+      ended = true;
+      finish();
+    };
+    streams.add(endStream);
+    call.stream.once('close', () => streams.delete(endStream));
+    const writeError = (wire: WireReceivedRequest | undefined, error: unknown): void => {
+      const text = error instanceof Error ? error.message : String(error);
+      const response = { id: wire?.id ?? '', model_name: wire?.model_name ?? '', model_version: wire?.model_version ?? '', parameters: {}, outputs: [], raw_output_contents: [] };
+      call.send(encodeModelStreamInferResponse(text, response, 5));
+    };
+    const run = async (message: Buffer): Promise<void> => {
+      let wire: WireReceivedRequest | undefined;
+      try {
+        await guard(call, 'ModelStreamInfer');
+        wire = decodeWire(message);
+        const decoded = decodeGrpcInferRequest(wire);
+        const version = parseVersion(wire.model_version);
+        const batched = await isBatched(wire.model_name, version, decoded);
+        const model = server.model(wire.model_name, version);
+        const request = withTimeout(decoded.request);
+        request.signal = call.signal;
+        let lastFinal = false;
+        for await (const response of model.stream(request)) {
+          lastFinal = response.final;
+          call.send(encodeModelStreamInferResponse('', encodeGrpcInferResponse(response, decoded, batched, { triton_final_response: response.final }), 5));
         }
-      };
-      const endStream = (): void => {
-        ended = true;
-        finish();
-      };
-      streams.add(endStream);
-      call.once('cancelled', () => streams.delete(endStream));
-      const writeError = (message: WireRequest | undefined, error: unknown): void => {
-        const text = error instanceof Error ? error.message : String(error);
-        call.write({
-          error_message: text,
-          infer_response: { id: message?.id ?? '', model_name: message?.model_name ?? '', model_version: message?.model_version ?? '' },
-        });
-      };
-      const run = async (message: WireRequest): Promise<void> => {
-        try {
-          await guard(call as GrpcJs.ServerDuplexStream<unknown, unknown>, 'ModelStreamInfer');
-          const decoded = decodeGrpcInferRequest(message);
-          const version = parseVersion(message.model_version);
-          const batched = await isBatched(message.model_name, version, decoded);
-          const model = server.model(message.model_name, version);
-          let lastFinal = false;
-          for await (const response of model.stream(withTimeout({ ...decoded.request, signal }))) {
-            lastFinal = response.final;
-            call.write({ infer_response: encodeGrpcInferResponse(response, decoded, batched, { triton_final_response: response.final }) });
-          }
-          if (!lastFinal && decoded.emptyFinal) {
-            call.write({
-              infer_response: {
-                id: message.id,
-                model_name: message.model_name,
-                model_version: message.model_version,
-                parameters: toWireParameters({ triton_final_response: true }),
-                outputs: [],
-                raw_output_contents: [],
-              },
-            });
-          }
-        } catch (error) {
-          if (!signal.aborted) writeError(message, error);
+        if (!lastFinal && decoded.emptyFinal) {
+          call.send(
+            encodeModelStreamInferResponse(
+              '',
+              { id: wire.id, model_name: wire.model_name, model_version: wire.model_version, parameters: { triton_final_response: true }, outputs: [], raw_output_contents: [] },
+              5,
+            ),
+          );
         }
-      };
-      call.on('data', (message: WireRequest) => {
+      } catch (error) {
+        if (error instanceof CallError) call.fail(statusOf(error));
+        else if (!call.signal.aborted) writeError(wire, error);
+      }
+    };
+    call.read(
+      limit,
+      (message) => {
         const done = tracker.begin();
         inFlight++;
         void run(message).finally(() => {
@@ -495,18 +684,67 @@ export async function startGrpc(
           inFlight--;
           finish();
         });
-      });
-      call.once('end', endStream);
-    },
+      },
+      endStream,
+    );
   };
-  grpcServer.addService(service, handlers);
-  const credentials = (listen.credentials as GrpcJs.ServerCredentials | undefined) ?? grpc.ServerCredentials.createInsecure();
-  const address = listen.host.includes(':') ? `[${listen.host}]:${listen.port}` : `${listen.host}:${listen.port}`;
+
+  // Each response is one write: send it now rather than wait for an ACK (Nagle).
+  h2.on('connection', (socket: Socket) => socket.setNoDelay(true));
+  h2.on('session', (session) => {
+    sessions.add(session);
+    session.once('close', () => sessions.delete(session));
+    session.on('error', () => undefined); // a broken connection: its streams close
+    session.once('remoteSettings', () => session.setLocalWindowSize(CONNECTION_WINDOW_BYTES));
+  });
+  h2.on('stream', (stream, headers) => {
+    const path = String(headers[':path'] ?? '');
+    const method = path.startsWith(SERVICE_PREFIX) ? path.slice(SERVICE_PREFIX.length) : '';
+    const done = tracker.begin();
+    const call = new Call(stream, headers, listen.responseCompression, done);
+    if (headers[':method'] !== 'POST' || !String(headers['content-type'] ?? '').startsWith('application/grpc')) {
+      call.fail({ code: STATUS.UNIMPLEMENTED, message: 'not a gRPC request' });
+      return;
+    }
+    if (method === 'ModelStreamInfer') {
+      // The stream's own end is not a request: only its messages are counted.
+      done();
+      modelStreamInfer(call);
+      return;
+    }
+    if (method !== 'ModelInfer' && !(method in admin)) {
+      call.fail({ code: STATUS.UNIMPLEMENTED, message: `The server does not implement the method ${path}` });
+      return;
+    }
+    let request: Buffer | undefined;
+    let count = 0;
+    call.read(
+      limit,
+      (message) => {
+        request = message;
+        count++;
+      },
+      () => {
+        if (count !== 1 || request === undefined) {
+          call.fail({ code: STATUS.UNIMPLEMENTED, message: `a unary call takes exactly one message, got ${count}` });
+        } else if (method === 'ModelInfer') {
+          modelInfer(call, request);
+        } else {
+          runAdmin(call, method, request);
+        }
+      },
+    );
+  });
+
   const port = await new Promise<number>((resolve, reject) => {
-    grpcServer.bindAsync(address, credentials, (error, bound) => (error ? reject(error) : resolve(bound)));
+    h2.once('error', reject);
+    h2.listen(listen.port, listen.host, () => {
+      h2.off('error', reject);
+      resolve((h2.address() as AddressInfo).port);
+    });
   });
   return {
-    server: grpcServer,
+    server: h2,
     host: listen.host,
     port,
     get inFlight() {
@@ -515,9 +753,19 @@ export async function startGrpc(
     close: async () => {
       await tracker.drain();
       for (const endStream of [...streams]) endStream();
-      await new Promise<void>((resolve) => {
-        grpcServer.tryShutdown(() => resolve());
-      });
+      const closed = new Promise<void>((resolve) => h2.close(() => resolve()));
+      // GOAWAY: streams open now finish, new ones go elsewhere.
+      for (const session of sessions) session.close();
+      await closed;
     },
   };
+}
+
+/** Reads a ModelInferRequest, malformed bytes as INVALID_ARG. */
+function decodeWire(message: Buffer): WireReceivedRequest {
+  try {
+    return decodeModelInferRequest(message);
+  } catch (error) {
+    throw new TritonError('INVALID_ARG', `failed to parse the ModelInferRequest message: ${(error as Error).message}`);
+  }
 }

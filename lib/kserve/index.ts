@@ -1,7 +1,7 @@
 /**
  * `tritonserver-node/kserve`: Triton's standard protocol (KServe v2 HTTP/REST
  * and gRPC, plus the metrics port) in front of an in-process server.
- * gRPC support loads @grpc/grpc-js only when asked for.
+ * gRPC (node:http2) loads @grpc/proto-loader only when asked for.
  */
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import { createServer as createHttpsServer, type ServerOptions as HttpsServerOptions } from 'node:https';

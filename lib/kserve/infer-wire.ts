@@ -1,11 +1,12 @@
 /**
- * The protobuf wire form of KServe v2's inference messages, written by hand:
- * `ModelInferRequest` out, `ModelInferResponse` and
- * `ModelStreamInferResponse` in. The generic codec (proto-loader over
- * protobufjs) builds objects for every field, default values and oneof names
- * included, and copies each tensor's bytes through them; on the hot path
- * these write tensors into the message once and read outputs as views of
- * the received message. Field numbers are those of inference.proto.
+ * The protobuf wire form of KServe v2's inference messages, written by hand,
+ * both ways: `ModelInferRequest` out and `ModelInferResponse` /
+ * `ModelStreamInferResponse` in for the remote client, the reverse for the
+ * gRPC front end. The generic codec (proto-loader over protobufjs) builds
+ * objects for every field, default values and oneof names included, and
+ * copies each tensor's bytes through them; on the hot path these write
+ * tensors into the message once and read tensors as views of the received
+ * message. Field numbers are those of inference.proto.
  */
 import { Buffer } from 'node:buffer';
 
@@ -471,4 +472,260 @@ export function decodeModelStreamInferResponse(message: Buffer): { error_message
     else reader.skip(type);
   }
   return { error_message: errorMessage, infer_response: response };
+}
+
+// ---------------------------------------------------------------------------
+// The front end's direction: requests in, responses out.
+
+/** `InferTensorContents` by field name, 64-bit integers as bigint, bytes as views. */
+export type WireContents = Partial<{
+  bool_contents: boolean[];
+  int_contents: number[];
+  int64_contents: bigint[];
+  uint_contents: number[];
+  uint64_contents: bigint[];
+  fp32_contents: number[];
+  fp64_contents: number[];
+  bytes_contents: Uint8Array[];
+}>;
+
+export interface WireReceivedInput {
+  name: string;
+  datatype: string;
+  shape: number[];
+  parameters: Record<string, string | number | boolean>;
+  contents: WireContents | undefined;
+}
+
+export interface WireReceivedRequest {
+  model_name: string;
+  model_version: string;
+  id: string;
+  parameters: Record<string, string | number | boolean>;
+  inputs: WireReceivedInput[];
+  outputs: Array<{ name: string; parameters: Record<string, string | number | boolean> }>;
+  /** Views of the received message. */
+  raw_input_contents: Uint8Array[];
+}
+
+const CONTENTS_FIELDS = [
+  undefined,
+  'bool_contents',
+  'int_contents',
+  'int64_contents',
+  'uint_contents',
+  'uint64_contents',
+  'fp32_contents',
+  'fp64_contents',
+  'bytes_contents',
+] as const;
+
+/** One element of a repeated scalar field (packed or not). */
+function readContent(reader: Reader, field: number): unknown {
+  switch (field) {
+    case 1:
+      return reader.varint() !== 0;
+    case 2:
+      return reader.int64() | 0;
+    case 3:
+      return BigInt.asIntN(64, reader.bigVarint());
+    case 4:
+      return reader.varint() >>> 0;
+    case 5:
+      return reader.bigVarint();
+    case 6: {
+      if (reader.offset + 4 > reader.end) throw new Error('truncated float');
+      const value = reader.buffer.readFloatLE(reader.offset);
+      reader.offset += 4;
+      return value;
+    }
+    default: {
+      if (reader.offset + 8 > reader.end) throw new Error('truncated double');
+      const value = reader.buffer.readDoubleLE(reader.offset);
+      reader.offset += 8;
+      return value;
+    }
+  }
+}
+
+function readContents(reader: Reader): WireContents {
+  const contents: Record<string, unknown[]> = {};
+  while (reader.more) {
+    const tag = reader.varint();
+    const field = tag >>> 3;
+    const type = tag & 7;
+    const name = CONTENTS_FIELDS[field];
+    if (name === undefined) {
+      reader.skip(type);
+      continue;
+    }
+    const values = (contents[name] ??= []);
+    if (field === 8) {
+      if (type !== BYTES) throw new Error('bytes_contents must be length-delimited');
+      const [start, end] = reader.span();
+      values.push(reader.buffer.subarray(start, end));
+    } else if (type === BYTES) {
+      const packed = reader.sub();
+      while (packed.more) values.push(readContent(packed, field));
+    } else {
+      values.push(readContent(reader, field));
+    }
+  }
+  return contents as WireContents;
+}
+
+function readInputTensor(reader: Reader): WireReceivedInput {
+  const input: WireReceivedInput = { name: '', datatype: '', shape: [], parameters: {}, contents: undefined };
+  while (reader.more) {
+    const tag = reader.varint();
+    const field = tag >>> 3;
+    const type = tag & 7;
+    if (field === 1 && type === BYTES) input.name = reader.string();
+    else if (field === 2 && type === BYTES) input.datatype = reader.string();
+    else if (field === 3 && type === BYTES) {
+      const packed = reader.sub();
+      while (packed.more) input.shape.push(packed.int64());
+    } else if (field === 3 && type === VARINT) input.shape.push(reader.int64());
+    else if (field === 4 && type === BYTES) readMapEntry(reader.sub(), input.parameters);
+    else if (field === 5 && type === BYTES) input.contents = readContents(reader.sub());
+    else reader.skip(type);
+  }
+  return input;
+}
+
+function readRequestedOutput(reader: Reader): { name: string; parameters: Record<string, string | number | boolean> } {
+  const output = { name: '', parameters: {} as Record<string, string | number | boolean> };
+  while (reader.more) {
+    const tag = reader.varint();
+    const field = tag >>> 3;
+    const type = tag & 7;
+    if (field === 1 && type === BYTES) output.name = reader.string();
+    else if (field === 2 && type === BYTES) readMapEntry(reader.sub(), output.parameters);
+    else reader.skip(type);
+  }
+  return output;
+}
+
+/** Reads a `ModelInferRequest` from `message[start, end)`; raw inputs are views of it. Throws on malformed input. */
+export function decodeModelInferRequest(message: Buffer, start = 0, end = message.byteLength): WireReceivedRequest {
+  const reader = new Reader(message, start, end);
+  const request: WireReceivedRequest = { model_name: '', model_version: '', id: '', parameters: {}, inputs: [], outputs: [], raw_input_contents: [] };
+  while (reader.more) {
+    const tag = reader.varint();
+    const field = tag >>> 3;
+    const type = tag & 7;
+    if (type !== BYTES) {
+      reader.skip(type);
+      continue;
+    }
+    switch (field) {
+      case 1:
+        request.model_name = reader.string();
+        break;
+      case 2:
+        request.model_version = reader.string();
+        break;
+      case 3:
+        request.id = reader.string();
+        break;
+      case 4:
+        readMapEntry(reader.sub(), request.parameters);
+        break;
+      case 5:
+        request.inputs.push(readInputTensor(reader.sub()));
+        break;
+      case 6:
+        request.outputs.push(readRequestedOutput(reader.sub()));
+        break;
+      case 7: {
+        const [from, to] = reader.span();
+        request.raw_input_contents.push(message.subarray(from, to));
+        break;
+      }
+      default:
+        reader.skip(type);
+    }
+  }
+  return request;
+}
+
+export interface WireSentResponse {
+  model_name: string;
+  model_version: string;
+  id: string;
+  parameters: Record<string, WireValue>;
+  outputs: WireOutputTensor[];
+  raw_output_contents: Uint8Array[];
+}
+
+/** Size and writer of a `ModelInferResponse` body. */
+function inferResponseParts(response: WireSentResponse): { size: number; write(writer: Writer): void } {
+  const nameSize = utf8Size(response.model_name);
+  const versionSize = utf8Size(response.model_version);
+  const idSize = utf8Size(response.id);
+  const parameters = parameterMap(4, response.parameters);
+  let size = parameters.size;
+  if (nameSize > 0) size += 1 + lengthDelimitedSize(nameSize);
+  if (versionSize > 0) size += 1 + lengthDelimitedSize(versionSize);
+  if (idSize > 0) size += 1 + lengthDelimitedSize(idSize);
+  const outputs = response.outputs.map((output) => {
+    const outputNameSize = utf8Size(output.name);
+    const datatypeSize = utf8Size(output.datatype);
+    const dims = shapeSize(output.shape);
+    let body = 0;
+    if (outputNameSize > 0) body += 1 + lengthDelimitedSize(outputNameSize);
+    if (datatypeSize > 0) body += 1 + lengthDelimitedSize(datatypeSize);
+    if (output.shape.length > 0) body += 1 + lengthDelimitedSize(dims);
+    size += 1 + lengthDelimitedSize(body);
+    return { output, outputNameSize, datatypeSize, dims, body };
+  });
+  for (const raw of response.raw_output_contents) size += 1 + lengthDelimitedSize(raw.byteLength);
+  return {
+    size,
+    write(writer) {
+      if (nameSize > 0) writer.string(1, response.model_name, nameSize);
+      if (versionSize > 0) writer.string(2, response.model_version, versionSize);
+      if (idSize > 0) writer.string(3, response.id, idSize);
+      parameters.write(writer);
+      for (const { output, outputNameSize, datatypeSize, dims, body } of outputs) {
+        writer.varint(key(5, BYTES));
+        writer.varint(body);
+        if (outputNameSize > 0) writer.string(1, output.name, outputNameSize);
+        if (datatypeSize > 0) writer.string(2, output.datatype, datatypeSize);
+        if (output.shape.length > 0) {
+          writer.varint(key(3, BYTES));
+          writer.varint(dims);
+          for (const dim of output.shape) writer.varint(dim);
+        }
+      }
+      for (const raw of response.raw_output_contents) writer.bytes(6, raw);
+    },
+  };
+}
+
+/** `ModelInferResponse`, with `prefix` bytes left free in front (gRPC's message header). */
+export function encodeModelInferResponse(response: WireSentResponse, prefix = 0): Buffer {
+  const parts = inferResponseParts(response);
+  const writer = new Writer(prefix + parts.size);
+  writer.offset = prefix;
+  parts.write(writer);
+  return writer.buffer;
+}
+
+/** `ModelStreamInferResponse`: an error message, or a response; `prefix` bytes left free in front. */
+export function encodeModelStreamInferResponse(errorMessage: string, response: WireSentResponse | undefined, prefix = 0): Buffer {
+  const errorSize = utf8Size(errorMessage);
+  const parts = response === undefined ? undefined : inferResponseParts(response);
+  let size = 0;
+  if (errorSize > 0) size += 1 + lengthDelimitedSize(errorSize);
+  if (parts !== undefined) size += 1 + lengthDelimitedSize(parts.size);
+  const writer = new Writer(prefix + size);
+  writer.offset = prefix;
+  if (errorSize > 0) writer.string(1, errorMessage, errorSize);
+  if (parts !== undefined) {
+    writer.varint(key(2, BYTES));
+    writer.varint(parts.size);
+    parts.write(writer);
+  }
+  return writer.buffer;
 }

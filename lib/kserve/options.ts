@@ -65,10 +65,23 @@ export const kserveHttpListenSchema = z.strictObject({
   keepAliveTimeoutMs: z.number().int().positive().default(5_000),
 });
 
-/** The gRPC listener. `credentials` is a `ServerCredentials` of @grpc/grpc-js (default insecure). */
+/**
+ * The gRPC listener. TLS: `tls` takes Node's own `http2.createSecureServer`
+ * options (key, cert, ca, requestCert...); a `ServerCredentials` of
+ * @grpc/grpc-js as `credentials` is taken too. Neither: plaintext.
+ */
 export const kserveGrpcListenSchema = z.strictObject({
   ...listenSchema,
+  /** Node's `http2.createSecureServer` options (key, cert, ca, requestCert...): serve gRPC over TLS. */
+  tls: z.record(z.string(), z.unknown()).optional(),
+  /** A `ServerCredentials` of @grpc/grpc-js, taken in place of `tls`. */
   credentials: z.unknown().optional(),
+  /**
+   * Compress response messages with this algorithm when the client accepts it
+   * (its `grpc-accept-encoding`), as Triton's `--grpc-infer-response-compression-level`
+   * does. Compressed requests are always taken (gzip, deflate).
+   */
+  responseCompression: z.enum(['none', 'gzip', 'deflate']).default('none'),
   /** Largest message received, in bytes (default: `maxBodyBytes`). */
   maxReceiveMessageBytes: z.number().int().positive().optional(),
 });

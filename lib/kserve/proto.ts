@@ -1,12 +1,12 @@
 /**
- * The KServe v2 gRPC service from this package's .proto files, loaded with
- * @grpc/grpc-js and @grpc/proto-loader (optional peer dependencies, imported
- * only when gRPC is used). Shared by the gRPC front end and the remote client.
+ * The KServe v2 gRPC messages from this package's .proto files, loaded with
+ * @grpc/proto-loader (an optional peer dependency, imported only when gRPC
+ * is used). Shared by the gRPC front end and the remote client; both speak
+ * HTTP/2 themselves (node:http2).
  */
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type * as GrpcJs from '@grpc/grpc-js';
 import { TritonError } from '../errors.js';
 
 /** Where the .proto files are: beside this module (lib/kserve/proto in the source, dist/proto when bundled). */
@@ -21,6 +21,8 @@ function protoDirectory(): string {
 /** One method's message codecs, as proto-loader makes them (protobufjs underneath). */
 export interface MessageCodec {
   requestSerialize(value: object): Buffer;
+  requestDeserialize(bytes: Buffer): unknown;
+  responseSerialize(value: object): Buffer;
   responseDeserialize(bytes: Buffer): unknown;
 }
 
@@ -55,35 +57,4 @@ export function loadInferenceMessages(what: string): Promise<Record<string, Mess
     return loadDefinition(protoLoader)['inference.GRPCInferenceService'] as unknown as Record<string, MessageCodec>;
   })();
   return messages;
-}
-
-export interface GrpcService {
-  grpc: typeof GrpcJs;
-  service: GrpcJs.ServiceDefinition;
-}
-
-let loaded: Promise<GrpcService> | undefined;
-
-/** grpc-js and `inference.GRPCInferenceService`, loaded once; `what` names the feature in the error. */
-export function loadGrpcService(what: string): Promise<GrpcService> {
-  loaded ??= (async () => {
-    let grpc: typeof GrpcJs;
-    let protoLoader: typeof import('@grpc/proto-loader');
-    try {
-      grpc = await import('@grpc/grpc-js');
-      protoLoader = await import('@grpc/proto-loader');
-    } catch (error) {
-      loaded = undefined;
-      throw new TritonError(
-        'UNAVAILABLE',
-        `${what} needs the optional peer dependencies @grpc/grpc-js and @grpc/proto-loader: npm install @grpc/grpc-js @grpc/proto-loader`,
-        { cause: error },
-      );
-    }
-    const pkg = grpc.loadPackageDefinition(loadDefinition(protoLoader)) as unknown as {
-      inference: { GRPCInferenceService: { service: GrpcJs.ServiceDefinition } };
-    };
-    return { grpc, service: pkg.inference.GRPCInferenceService.service };
-  })();
-  return loaded;
 }
