@@ -1,7 +1,7 @@
 import { createServer, request as httpRequest, type Server as HttpServer } from 'node:http';
 import { connect } from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { deflateSync, gzipSync } from 'node:zlib';
+import { deflateSync, gunzipSync, gzipSync, inflateSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { liveObjects, type Server } from '../lib/index.js';
 import { kserveHandler, serveKServe, type KServeFrontends } from '../lib/kserve/index.js';
@@ -535,6 +535,47 @@ describe('robustness', () => {
       expect(response.status).toBe(200);
       const answer = (await response.json()) as { outputs: Array<{ data: number[] }> };
       expect(answer.outputs[0]!.data).toEqual([1, 2.5, -3, 4]);
+    }
+  });
+
+  it('compresses inference responses for Accept-Encoding as Triton does (tritonclient\'s response_compression_algorithm)', async () => {
+    const { body, headerLength } = binaryBody(
+      { inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 4], parameters: { binary_data_size: 16 } }], outputs: [{ name: 'OUTPUT0', parameters: { binary_data: true } }] },
+      new Float32Array([1, 2.5, -3, 4]),
+    );
+    const raw = (acceptEncoding: string, payload: Buffer, headers: Record<string, string>): Promise<{ headers: Record<string, unknown>; body: Buffer }> =>
+      new Promise((resolve, reject) => {
+        // node:http, not fetch: fetch would inflate the body itself.
+        const req = httpRequest(`${base}/v2/models/identity_fp32/infer`, { method: 'POST', headers: { 'Accept-Encoding': acceptEncoding, ...headers } }, (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (chunk: Buffer) => chunks.push(chunk));
+          res.on('end', () => resolve({ headers: res.headers, body: Buffer.concat(chunks) }));
+        });
+        req.on('error', reject);
+        req.end(payload);
+      });
+    for (const [accept, chosen, inflate] of [
+      ['gzip', 'gzip', gunzipSync],
+      ['deflate', 'deflate', inflateSync],
+      ['deflate;q=0.5, gzip', 'gzip', gunzipSync],
+      ['deflate, gzip', 'deflate', inflateSync],
+    ] as const) {
+      const answer = await raw(accept, body, { 'Inference-Header-Content-Length': String(headerLength) });
+      expect(answer.headers['content-encoding']).toBe(chosen);
+      expect(Number(answer.headers['content-length'])).toBe(answer.body.length);
+      const plain = inflate(answer.body);
+      const jsonLength = Number(answer.headers['inference-header-content-length']);
+      expect(JSON.parse(plain.subarray(0, jsonLength).toString()).outputs[0]).toMatchObject({ name: 'OUTPUT0', parameters: { binary_data_size: 16 } });
+      const rest = plain.subarray(jsonLength);
+      expect(Array.from(new Float32Array(rest.buffer.slice(rest.byteOffset, rest.byteOffset + rest.byteLength)))).toEqual([1, 2.5, -3, 4]);
+    }
+    const json = await raw('gzip', Buffer.from(JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 2], data: [5, 6] }] })), {});
+    expect(json.headers['content-type']).toBe('application/json');
+    expect(JSON.parse(gunzipSync(json.body).toString()).outputs[0].data).toEqual([5, 6]);
+    for (const refused of ['gzip;q=0', 'br', 'identity']) {
+      const plain = await raw(refused, body, { 'Inference-Header-Content-Length': String(headerLength) });
+      expect(plain.headers['content-encoding']).toBeUndefined();
+      expect(Number(plain.headers['inference-header-content-length'])).toBeLessThan(plain.body.length);
     }
   });
 

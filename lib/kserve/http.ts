@@ -3,8 +3,9 @@
  * request handler over the public Server/Model API.
  */
 import { Buffer } from 'node:buffer';
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import { createGunzip, createInflate } from 'node:zlib';
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import { promisify } from 'node:util';
+import { createGunzip, createInflate, deflate, gzip } from 'node:zlib';
 import { TritonError, type TritonErrorCode } from '../errors.js';
 import type { InferenceRequest } from '../inference.js';
 import type { Server } from '../server.js';
@@ -44,6 +45,32 @@ export function httpStatus(code: TritonErrorCode): number {
 const NOT_SERVED = new Set(['cuda_shared_memory', 'logging']);
 
 const INFER_HEADER = 'inference-header-content-length';
+
+const gzipAsync = promisify(gzip);
+const deflateAsync = promisify(deflate);
+
+/**
+ * The response compression `Accept-Encoding` asks for, as Triton's HTTP front
+ * end chooses it for inference responses: gzip or deflate, the highest q
+ * (q=0 refuses), the first listed on a tie; undefined for none.
+ */
+export function responseEncoding(accept: string | undefined): 'gzip' | 'deflate' | undefined {
+  if (accept === undefined) return undefined;
+  let best: 'gzip' | 'deflate' | undefined;
+  let bestQ = 0;
+  for (const entry of accept.split(',')) {
+    const [name = '', ...params] = entry.split(';').map((part) => part.trim());
+    const coding = name.toLowerCase();
+    if (coding !== 'gzip' && coding !== 'deflate') continue;
+    const q = params.find((param) => param.startsWith('q='));
+    const weight = q === undefined ? 1 : Number(q.slice(2));
+    if (Number.isFinite(weight) && weight > bestQ) {
+      best = coding;
+      bestQ = weight;
+    }
+  }
+  return best;
+}
 
 class HttpError extends Error {
   constructor(
@@ -412,6 +439,19 @@ class Routes {
       classifying ? model.config().then((config) => (config.max_batch_size ?? 0) > 0) : false,
     ]);
     const encoded = encodeHttpInferResponse(response, decoded, batched);
+    const compression = responseEncoding(req.headers['accept-encoding']);
+    if (compression !== undefined) {
+      // As Triton: the whole body compressed, Inference-Header-Content-Length the JSON's own length.
+      const header = Buffer.from(encoded.json);
+      const body = await (compression === 'gzip' ? gzipAsync : deflateAsync)(Buffer.concat([header, ...encoded.binary]));
+      response.dispose();
+      const headers: OutgoingHttpHeaders = { 'Content-Encoding': compression, 'Content-Length': body.byteLength, Vary: 'Accept-Encoding' };
+      if (encoded.binary.length === 0) headers['Content-Type'] = 'application/json';
+      else Object.assign(headers, { 'Content-Type': 'application/octet-stream', 'Inference-Header-Content-Length': header.byteLength });
+      res.writeHead(200, headers);
+      res.end(body);
+      return;
+    }
     if (encoded.binary.length === 0) {
       // Encoded into a string: the outputs' memory can go now, not at a GC.
       response.dispose();
