@@ -45,6 +45,8 @@ export function httpStatus(code: TritonErrorCode): number {
 const NOT_SERVED = new Set(['cuda_shared_memory', 'logging']);
 
 const INFER_HEADER = 'inference-header-content-length';
+/** The socket's abort signal (Routes.clientSignal). */
+const CONNECTION_SIGNAL = Symbol('kserve.connectionSignal');
 
 const gzipAsync = promisify(gzip);
 const deflateAsync = promisify(deflate);
@@ -401,13 +403,22 @@ class Routes {
     return stats.flat();
   }
 
-  /** Aborts when the client goes away before the response is complete. */
-  clientSignal(res: ServerResponse): AbortSignal {
-    const controller = new AbortController();
-    res.once('close', () => {
-      if (!res.writableFinished) controller.abort(new Error('the client disconnected'));
-    });
-    return controller.signal;
+  /**
+   * Aborts when the client's connection closes. One per connection, not per
+   * request: an HTTP/1.1 connection carries one request at a time, and a
+   * request already answered has stopped listening.
+   */
+  clientSignal(req: IncomingMessage): AbortSignal {
+    const socket = req.socket as typeof req.socket & { [CONNECTION_SIGNAL]?: AbortSignal };
+    let signal = socket[CONNECTION_SIGNAL];
+    if (signal === undefined) {
+      const controller = new AbortController();
+      signal = controller.signal;
+      socket[CONNECTION_SIGNAL] = signal;
+      if (socket.destroyed) controller.abort(new Error('the client disconnected'));
+      else socket.once('close', () => controller.abort(new Error('the client disconnected')));
+    }
+    return signal;
   }
 
   withTimeout(request: InferenceRequest): InferenceRequest {
@@ -432,10 +443,11 @@ class Routes {
     const body = await readBody(req, this.options.maxBodyBytes, headerLength);
     const model = this.server.model(name, version);
     const decoded = headerLength === 0 ? await rawRequest(model, body) : decodeHttpInferRequest(body, headerLength);
-    const signal = this.clientSignal(res);
+    const request = this.withTimeout(decoded.request);
+    request.signal = this.clientSignal(req);
     const classifying = decoded.outputs?.some((output) => output.classification !== undefined) ?? false;
     const [response, batched] = await Promise.all([
-      model.infer(this.withTimeout({ ...decoded.request, signal })),
+      model.infer(request),
       classifying ? model.config().then((config) => (config.max_batch_size ?? 0) > 0) : false,
     ]);
     const encoded = encodeHttpInferResponse(response, decoded, batched);
@@ -506,7 +518,7 @@ class Routes {
     }
     request.inputs = tensors;
     if (Object.keys(parameters).length > 0) request.parameters = parameters;
-    request.signal = this.clientSignal(res);
+    request.signal = this.clientSignal(req);
     this.withTimeout(request);
 
     const toJson = (response: { id: string; model: { name: string; version: number }; outputs: Record<string, Tensor>; parameters: Record<string, ParameterValue> }): string => {
