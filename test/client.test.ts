@@ -320,3 +320,23 @@ describe('retries', () => {
     }
   });
 });
+
+describe('shared memory over the remote client', () => {
+  it('refuses shared memory inputs and outputs, which only the in-process server reads and writes', async () => {
+    const client = await Client.connect(targets().grpc);
+    try {
+      const model = client.model('identity_fp32');
+      const input = await rejection(
+        model.infer({ inputs: { INPUT0: { datatype: 'FP32', shape: [1, 2], sharedMemory: { region: 'r', byteSize: 8 } } } }),
+      );
+      expect(input).toMatchObject({ code: 'INVALID_ARG' });
+      expect(input.message).toContain('shared memory inputs are read by the in-process server only');
+      const output = await rejection(
+        model.infer({ inputs: small, outputs: { OUTPUT0: { sharedMemory: { region: 'r', byteSize: 8 } } } }),
+      );
+      expect(output).toMatchObject({ code: 'INVALID_ARG', message: 'request.outputs.OUTPUT0: shared memory outputs are written by the in-process server only (server.sharedMemory)' });
+    } finally {
+      await client.close();
+    }
+  });
+});

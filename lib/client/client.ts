@@ -645,6 +645,14 @@ export class RemoteModel implements InferenceModel {
   async #begin(request: RemoteInferenceRequest): Promise<{ started: number; span: ClientSpan | undefined; scope: CallScope }> {
     checkRequest(request, REMOTE_REQUEST_FIELDS);
     checkHeaders('request.headers', request.headers);
+    const outputs = request.outputs;
+    if (outputs !== undefined && !Array.isArray(outputs)) {
+      for (const name of Object.keys(outputs)) {
+        if (outputs[name]!.sharedMemory !== undefined) {
+          throw invalid(`request.outputs.${name}: shared memory outputs are written by the in-process server only (server.sharedMemory)`);
+        }
+      }
+    }
     const started = performance.now();
     const span = await startClientSpan(request, this.name, this.#client.protocol);
     try {
