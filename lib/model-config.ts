@@ -438,19 +438,67 @@ export const modelConfigSchema = z.looseObject({
 export type ModelConfig = z.infer<typeof modelConfigSchema>;
 /** A model configuration as you may write it (int64 fields may be numeric strings). */
 export type ModelConfigInput = z.input<typeof modelConfigSchema>;
+/**
+ * One input of a model configuration (`ModelInput`): `name`, `data_type`
+ * (`TYPE_FP32`, ...) and `dims` (without the batch dimension when
+ * `max_batch_size` > 0; -1 for a variable dimension), plus Triton's optional
+ * fields (`optional`: the input may be left out of a request, default false).
+ */
 export type ModelInput = z.infer<typeof modelInputSchema>;
+/**
+ * One output of a model configuration (`ModelOutput`): `name`, `data_type`,
+ * `dims` (as for inputs), and `label_filename` (the labels the
+ * classification extension appends to its results).
+ */
 export type ModelOutput = z.infer<typeof modelOutputSchema>;
 export type TensorReshape = z.infer<typeof tensorReshapeSchema>;
 export type BatchInput = z.infer<typeof batchInputSchema>;
 export type BatchOutput = z.infer<typeof batchOutputSchema>;
+/**
+ * Which versions of a model Triton serves (`ModelVersionPolicy`), one of
+ * `latest: { num_versions }` (the highest N), `all: {}` or
+ * `specific: { versions }`. Triton's default is `latest` with
+ * `num_versions: 1`.
+ */
 export type VersionPolicy = z.infer<typeof versionPolicySchema>;
 export type OptimizationPolicy = z.infer<typeof optimizationSchema>;
 export type QueuePolicy = z.infer<typeof queuePolicySchema>;
+/**
+ * Triton's dynamic batcher (`ModelDynamicBatching`): requests queued
+ * separately are run together, up to `max_batch_size`. Triton's defaults:
+ * `max_queue_delay_microseconds` 0 (no waiting for more requests),
+ * `preferred_batch_size` none (batches as large as possible),
+ * `preserve_ordering` false, `priority_levels` 0 (one level), no queue limit.
+ */
 export type DynamicBatching = z.infer<typeof dynamicBatchingSchema>;
+/**
+ * Triton's sequence batcher (`ModelSequenceBatching`) for stateful models:
+ * the requests of a sequence ({@link SequenceOptions}) go to one instance;
+ * `direct` (the default strategy) or `oldest`, control inputs (START, END,
+ * READY, CORRID) and implicit state. `max_sequence_idle_microseconds`
+ * defaults to 1000000 (1 s) in Triton: a sequence idle longer is ended.
+ */
 export type SequenceBatching = z.infer<typeof sequenceBatchingSchema>;
+/**
+ * One step of an ensemble (`ModelEnsembling.Step`): the model it runs
+ * (`model_version` -1 means the latest), and `input_map` /
+ * `output_map` from that model's tensor names to the ensemble's.
+ */
 export type EnsembleStep = z.infer<typeof ensembleStepSchema>;
+/**
+ * An ensemble's scheduling (`ModelEnsembling`, the config's
+ * `ensemble_scheduling`): its steps, run as soon as their inputs are ready,
+ * and for decoupled steps `max_inflight_responses` (0, the default: no limit).
+ */
 export type EnsembleScheduling = z.infer<typeof ensembleSchedulingSchema>;
 export type RateLimiter = z.infer<typeof rateLimiterSchema>;
+/**
+ * A group of execution instances of a model (`ModelInstanceGroup`):
+ * `count` instances (default 1) of `kind` (`KIND_GPU` on each GPU of `gpus`,
+ * by default every visible GPU; `KIND_CPU`; `KIND_MODEL`; `KIND_AUTO`).
+ * A config without groups gets Triton's default: one instance on each
+ * available GPU where the backend can use it, else on the CPU.
+ */
 export type InstanceGroup = z.infer<typeof instanceGroupSchema>;
 export type ModelParameter = z.infer<typeof modelParameterSchema>;
 export type ModelWarmup = z.infer<typeof modelWarmupSchema>;

@@ -78,7 +78,14 @@ export interface SharedMemoryOutput {
   /** The output's shape. */
   shape: number[];
   /** The region, offset and bytes written. */
-  sharedMemory: { region: string; offset: number; byteSize: number };
+  sharedMemory: {
+    /** The registered region's name (as given to `server.sharedMemory.register`). */
+    region: string;
+    /** Where in the region the output starts, in bytes (the requested range's offset, default 0). */
+    offset: number;
+    /** How many bytes Triton wrote there: the output's size, at most the range's. */
+    byteSize: number;
+  };
 }
 
 /** One registered region, as `SharedMemory.status` reports it (Triton's status JSON, camelCase). */

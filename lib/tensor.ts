@@ -100,8 +100,11 @@ function checkDataType(datatype: unknown, label: string): DataTypeInfo {
  * does not declare it; it exists at run time only where the engine has it.
  */
 export interface Float16ArrayLike extends ArrayBufferView {
+  /** Number of elements. */
   readonly length: number;
+  /** Bytes per element: 2. */
   readonly BYTES_PER_ELEMENT: number;
+  /** Always `'Float16Array'`: how the package tells the array's kind (across realms too). */
   readonly [Symbol.toStringTag]: 'Float16Array';
   [index: number]: number;
 }
@@ -130,19 +133,36 @@ export type TypedArray =
 
 /** Tensor data by data type. */
 export interface TensorDataMap {
+  /** One byte per element, 0 (false) or 1 (true). */
   BOOL: Uint8Array;
+  /** Unsigned 8-bit integers. */
   UINT8: Uint8Array;
+  /** Unsigned 16-bit integers. */
   UINT16: Uint16Array;
+  /** Unsigned 32-bit integers. */
   UINT32: Uint32Array;
+  /** Unsigned 64-bit integers, as bigints. */
   UINT64: BigUint64Array;
+  /** Signed 8-bit integers. */
   INT8: Int8Array;
+  /** Signed 16-bit integers. */
   INT16: Int16Array;
+  /** Signed 32-bit integers. */
   INT32: Int32Array;
+  /** Signed 64-bit integers, as bigints. */
   INT64: BigInt64Array;
+  /**
+   * IEEE half precision: a `Float16Array` where the runtime has one, else a
+   * Uint16Array of the raw FP16 bits (see {@link float16BitsToFloat32}).
+   */
   FP16: Float16ArrayLike | Uint16Array;
+  /** IEEE single precision. */
   FP32: Float32Array;
+  /** IEEE double precision. */
   FP64: Float64Array;
+  /** Variable-length byte strings, one Uint8Array per element (see {@link Tensor.strings} for text). */
   BYTES: readonly Uint8Array[];
+  /** bfloat16, as a Uint16Array of the raw bits (see {@link bfloat16BitsToFloat32}). */
   BF16: Uint16Array;
 }
 
@@ -151,19 +171,33 @@ export type TensorData<T extends DataType> = TensorDataMap[T];
 
 /** Plain JS values by data type, as returned by `Tensor.toArray()`. */
 export interface TensorArrayMap {
+  /** Booleans (element !== 0). */
   BOOL: boolean[];
+  /** Numbers. */
   UINT8: number[];
+  /** Numbers. */
   UINT16: number[];
+  /** Numbers. */
   UINT32: number[];
+  /** Bigints (64-bit values do not fit a number). */
   UINT64: bigint[];
+  /** Numbers. */
   INT8: number[];
+  /** Numbers. */
   INT16: number[];
+  /** Numbers. */
   INT32: number[];
+  /** Bigints (64-bit values do not fit a number). */
   INT64: bigint[];
+  /** Numbers, decoded from half precision. */
   FP16: number[];
+  /** Numbers. */
   FP32: number[];
+  /** Numbers. */
   FP64: number[];
+  /** A fresh array of the element views (the bytes are not copied). */
   BYTES: Uint8Array[];
+  /** Numbers, decoded from bfloat16. */
   BF16: number[];
 }
 
@@ -177,8 +211,15 @@ export type InputData =
 
 /** An input given as its parts; `datatype` defaults to the model's, then to what `data` implies. */
 export interface TensorInit {
+  /**
+   * The data type. Default: the model's (from its metadata, when the caller
+   * knows it), else the type `data` implies (Float32Array → FP32, ...).
+   * Throws `TritonError('INVALID_ARG')` on infer when it contradicts the model's.
+   */
   datatype?: DataType;
+  /** Dimensions; their product must equal the number of elements of `data`. */
   shape: readonly number[];
+  /** The elements, row-major; see {@link InputData}. */
   data: InputData;
 }
 
@@ -191,10 +232,13 @@ export type InputValue = Tensor | TensorInit | InputData | SharedMemoryInput;
 
 /** An input as the addon takes it: `data` is the caller's own view for TypedArrays (no copy). */
 export interface NativeInput {
+  /** The input's name, as the model declares it. */
   name: string;
   /** `TRITONSERVER_DataType` value. */
   datatype: number;
+  /** Dimensions (a fresh array, validated: non-negative safe integers). */
   shape: number[];
+  /** The bytes: the caller's TypedArray as is, converted array data, or BYTES in Triton's wire form. */
   data: ArrayBufferView;
 }
 
@@ -233,6 +277,7 @@ export type InferDataType<D> = D extends Float32Array
 
 /** Options of `Tensor.from`. */
 export interface TensorFromOptions<T extends DataType> {
+  /** The tensor's name (used as the input name when it is passed by itself). Default `''`. */
   name?: string;
   /** Required for number[] data; picks FP16/BF16 for Uint16Array, BOOL for Uint8Array. */
   datatype?: T;
@@ -654,8 +699,11 @@ let tensorWire!: (tensor: Tensor) => Uint8Array | undefined;
  * split into element views on first use of `data`.
  */
 export class Tensor<T extends DataType = DataType> {
+  /** The tensor's name: the output's name for results, `''` when {@link Tensor.from} was given none. */
   readonly name: string;
+  /** The data type, which decides the type of {@link Tensor.data} (see {@link TensorDataMap}). */
   readonly datatype: T;
+  /** Dimensions, row-major; their product is {@link Tensor.size}. */
   readonly shape: number[];
   /** Number of elements (product of the shape). */
   readonly size: number;
@@ -793,14 +841,6 @@ interface Parts {
 }
 
 /**
- * Converts one input into what the addon takes. TypedArrays are passed
- * through as the same view (no copy); JS arrays are converted once; BYTES
- * are serialized once (and a BYTES Tensor's wire form is reused). The data
- * type is the value's own (Tensor, `datatype` field, array type) or, when the
- * value does not name one, `expectedDatatype` (the model's). Throws
- * `TritonError('INVALID_ARG')` naming the input.
- */
-/**
  * The TypedArray a data type is stored in, where that array implies the
  * type (FP32 → Float32Array); BOOL, FP16 and BF16, whose arrays imply
  * another type, take normalizeInput's path.
@@ -848,6 +888,21 @@ export function appendPlainInput<Name>(
   return shape as number[];
 }
 
+/**
+ * Converts one input into what the addon takes. TypedArrays are passed
+ * through as the same view (no copy); JS arrays are converted once; BYTES
+ * are serialized once (and a BYTES Tensor's wire form is reused). The data
+ * type is the value's own (Tensor, `datatype` field, array type) or, when the
+ * value does not name one, `expectedDatatype` (the model's). Shared memory
+ * inputs are not taken here (the in-process server reads those itself).
+ *
+ * @param name - The input's name, used in error messages too.
+ * @param value - The input as the caller gave it.
+ * @param expectedDatatype - The model's data type for this input, if known.
+ * @throws {@link TritonError} `INVALID_ARG` naming the input: unknown data
+ *   type, a data type other than the model's, a shape that does not match the
+ *   data, data of the wrong kind, or a shared memory input.
+ */
 export function normalizeInput(name: string, value: InputValue, expectedDatatype?: DataType): NativeInput {
   const label = `input '${name}'`;
   if (expectedDatatype !== undefined) checkDataType(expectedDatatype, `${label} (model metadata)`);

@@ -466,6 +466,7 @@ export class Client implements InferenceServer, AsyncDisposable {
     this.#pool.close();
   }
 
+  /** `await using client = await Client.connect(...)`: the same as {@link Client.close}. */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
   }

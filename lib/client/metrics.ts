@@ -16,6 +16,11 @@ import { escapeLabel, Histogram } from '../observability/histogram.js';
 
 const BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
+/**
+ * A client's own metrics (`tritonserver_node_client_*`, listed above):
+ * requests, failures and retries per endpoint, and request durations. Made
+ * by `client.packageMetrics()`, which also turns them on.
+ */
 export class ClientMetrics {
   readonly #requests = new Map<string, number>();
   readonly #failures = new Map<string, number>();

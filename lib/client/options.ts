@@ -9,6 +9,7 @@ export const clientTlsSchema = z.strictObject({
   ca: pem.optional(),
   /** Client certificate and key, for mutual TLS. */
   cert: pem.optional(),
+  /** The private key of `cert` (PEM), for mutual TLS. */
   key: pem.optional(),
   /** Name the server's certificate must carry, when it is not the target's host. */
   servername: z.string().optional(),
@@ -19,6 +20,7 @@ export const clientRetrySchema = z.strictObject({
   attempts: z.number().int().min(1).max(20).default(3),
   /** Wait before the first retry; doubled after each, up to `maxBackoffMs`. */
   backoffMs: z.number().min(0).default(50),
+  /** Longest wait between retries, in ms. Default 2000. */
   maxBackoffMs: z.number().min(0).default(2000),
   /**
    * Also repeat inferences (never a sequence's requests) that failed with
@@ -28,6 +30,10 @@ export const clientRetrySchema = z.strictObject({
   inference: z.boolean().default(false),
 });
 
+/**
+ * Options of `Client.connect`, checked by zod (see {@link ClientOptions});
+ * unknown fields are refused with `TritonError('INVALID_ARG')`.
+ */
 export const clientOptionsSchema = z.strictObject({
   /**
    * The protocol of a `dns:///` target (others say theirs in the scheme).
@@ -54,6 +60,12 @@ export const clientOptionsSchema = z.strictObject({
   keepAliveMs: z.number().int().positive().default(300_000),
   /** HTTP only: connections per endpoint. */
   connections: z.number().int().positive().default(32),
+  /**
+   * Retries of calls that failed with a lost connection or UNAVAILABLE, on
+   * another endpoint where there is one: by default 3 attempts in all,
+   * waiting 50 ms, then twice as long each time up to 2000 ms; inferences
+   * only when `inference` says so (or when the request never left).
+   */
   retry: clientRetrySchema.default(clientRetrySchema.parse({})),
   /** How often an endpoint that failed is checked (`/v2/health/live`) until it answers again. */
   healthCheckIntervalMs: z.number().int().positive().default(1000),
@@ -63,9 +75,13 @@ export const clientOptionsSchema = z.strictObject({
   resolveIntervalMs: z.number().int().positive().default(30_000),
 });
 
+/** Options of `Client.connect` as the caller writes them; every field is optional. */
 export type ClientOptions = z.input<typeof clientOptionsSchema>;
+/** Client options after validation, defaults filled in. */
 export type ResolvedClientOptions = z.output<typeof clientOptionsSchema>;
+/** The `tls` option of {@link ClientOptions}: PEM text or bytes, as Node's `tls.connect` takes them. */
 export type ClientTlsOptions = z.input<typeof clientTlsSchema>;
+/** The `retry` option of {@link ClientOptions}: attempts, backoff, and whether inferences are repeated. */
 export type ClientRetryOptions = z.input<typeof clientRetrySchema>;
 
 /** Options of one call (every `Client` and remote `Model` method takes them). */

@@ -18,13 +18,18 @@ interface FastifyReplyLike {
 
 /** The part of a Fastify instance the plugin uses. */
 export interface FastifyInstanceLike {
+  /** The prefix the plugin was registered with (`''` for none): the handler strips it. */
   prefix: string;
+  /** Drops the body parsers inside the plugin's encapsulation context (the app's stay). */
   removeAllContentTypeParsers(): void;
+  /** Adds a body parser; the plugin adds one for `*` that leaves bodies unread. */
   addContentTypeParser(
     type: string,
     parser: (request: unknown, payload: unknown, done: (error: Error | null, body?: unknown) => void) => void,
   ): void;
+  /** Routes every method of `path` (the plugin routes `/v2` and `/v2/*`). */
   all(path: string, handler: (request: FastifyRequestLike, reply: FastifyReplyLike) => void): unknown;
+  /** Adds a hook; the plugin's `onClose` hook drains the requests in flight. */
   addHook(name: 'onClose', hook: (instance: unknown) => Promise<void>): unknown;
 }
 

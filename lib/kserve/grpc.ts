@@ -76,6 +76,7 @@ export function grpcStatus(code: TritonErrorCode): number {
 export interface GrpcFrontend {
   /** The HTTP/2 server underneath. */
   server: http2.Http2Server | http2.Http2SecureServer;
+  /** The interface it is bound to (the `host` option, default `127.0.0.1`). */
   host: string;
   /** The port bound (useful with port 0). */
   port: number;

@@ -93,6 +93,7 @@ export type KServeHandler = ((req: IncomingMessage, res: ServerResponse, next?: 
   drain(): Promise<void>;
 };
 
+/** Options of {@link kserveHandler}: the protocol options, and a prefix to serve under. */
 export interface KServeHandlerOptions extends KServeProtocolOptions {
   /** A path prefix to strip first (e.g. `/triton`); requests outside it go to `next` or 404. */
   prefix?: string;

@@ -27,16 +27,26 @@ export {
 /** Prometheus text exposition format, as Triton's metrics port sends it. */
 export const METRICS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
 
+/** A running HTTP listener of {@link serveKServe} (the HTTP/REST or the metrics one). */
 export interface HttpFrontend {
+  /** The `node:http` (or, with `tls`, `node:https`) server underneath. */
   server: HttpServer;
+  /** The interface it is bound to (the `host` option, default `127.0.0.1`). */
   host: string;
   /** The port bound (useful with port 0). */
   port: number;
 }
 
+/** What {@link serveKServe} started: each listener asked for, undefined for the others. */
 export interface KServeFrontends {
-  http: (HttpFrontend & { handler: KServeHandler }) | undefined;
+  /** The HTTP/REST listener, when `http` was given. */
+  http: (HttpFrontend & {
+    /** The request handler it serves with (see {@link kserveHandler}). */
+    handler: KServeHandler;
+  }) | undefined;
+  /** The gRPC listener, when `grpc` was given. */
   grpc: GrpcFrontend | undefined;
+  /** The `/metrics` listener, when `metrics` was given. */
   metrics: HttpFrontend | undefined;
   /** Stops accepting, lets requests in flight finish, then closes every listener. */
   close(): Promise<void>;

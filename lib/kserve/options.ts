@@ -4,6 +4,7 @@ import { z } from 'zod';
 
 /** What `authorize` sees of a request, the same for HTTP and gRPC. */
 export interface AuthorizeRequest {
+  /** Which front end the request came in on. */
   protocol: 'http' | 'grpc';
   /** HTTP method, or the gRPC method name (e.g. `ModelInfer`). */
   method: string;
@@ -40,15 +41,27 @@ export const kserveProtocolOptionsSchema = z.strictObject({
   cors: z
     .union([
       z.literal(false),
-      z.strictObject({ origin: z.union([z.string(), z.array(z.string())]) }),
+      z.strictObject({
+        /**
+         * The origins allowed: `'*'` for any, one origin
+         * (`'https://app.example'`), or a list of them.
+         */
+        origin: z.union([z.string(), z.array(z.string())]),
+      }),
     ])
     .default(false),
 });
 
+/**
+ * Options of the protocol itself (body limit, inference timeout,
+ * `authorize`, repository control, CORS), as the caller writes them; shared by
+ * {@link kserveHandler} and {@link serveKServe}'s listeners.
+ */
 export type KServeProtocolOptions = z.input<typeof kserveProtocolOptionsSchema>;
 export type ResolvedProtocolOptions = z.output<typeof kserveProtocolOptionsSchema>;
 
 const listenSchema = {
+  /** The TCP port to listen on; 0 picks a free one (read it back from the front end's `port`). */
   port: z.number().int().min(0).max(65535),
   /** Interface to bind; loopback unless told otherwise. */
   host: z.string().default('127.0.0.1'),
@@ -57,11 +70,13 @@ const listenSchema = {
 /** The HTTP/REST listener. `tls` takes Node's own `https.createServer` options. */
 export const kserveHttpListenSchema = z.strictObject({
   ...listenSchema,
+  /** Node's `https.createServer` options (key, cert, ca, requestCert...): serve HTTPS. Default: plain HTTP. */
   tls: z.record(z.string(), z.unknown()).optional(),
   /** Time allowed to receive the request headers (slow-loris guard). */
   headersTimeoutMs: z.number().int().positive().default(10_000),
   /** Time allowed to receive a whole request. */
   requestTimeoutMs: z.number().int().positive().default(60_000),
+  /** How long an idle keep-alive connection is kept open for its next request, in ms (Node's `keepAliveTimeout`). Default 5000. */
   keepAliveTimeoutMs: z.number().int().positive().default(5_000),
 });
 
@@ -88,10 +103,18 @@ export const kserveGrpcListenSchema = z.strictObject({
 
 export const kserveMetricsListenSchema = z.strictObject(listenSchema);
 
+/**
+ * Options of {@link serveKServe}: the protocol options, and the listeners to
+ * start (each optional; those left out are not started).
+ */
 export const serveKServeOptionsSchema = kserveProtocolOptionsSchema.extend({
+  /** The KServe v2 HTTP/REST listener (Triton's port 8000 by convention). */
   http: kserveHttpListenSchema.optional(),
+  /** The KServe v2 gRPC listener (Triton's port 8001 by convention). */
   grpc: kserveGrpcListenSchema.optional(),
+  /** The Prometheus `/metrics` listener (Triton's port 8002 by convention); it answers 503 while the server's metrics are unavailable. */
   metrics: kserveMetricsListenSchema.optional(),
 });
 
+/** Options of {@link serveKServe} as the caller writes them (see {@link serveKServeOptionsSchema}). */
 export type ServeKServeOptions = z.input<typeof serveKServeOptionsSchema>;

@@ -16,12 +16,20 @@ import { native, type NativeHandle } from '../native.js';
 /** `TRITONSERVER_MetricKind` values. */
 const KINDS = { counter: 0, gauge: 1, histogram: 2 } as const;
 
+/**
+ * Options of `server.metricFamily()` (see {@link MetricFamilyOptions}); also
+ * checks that `buckets` are given for histograms only, strictly ascending.
+ */
 export const metricFamilyOptionsSchema = z
   .strictObject({
     /** Prometheus metric name: `[a-zA-Z_:][a-zA-Z0-9_:]*`. */
     name: z.string().regex(/^[a-zA-Z_:][a-zA-Z0-9_:]*$/, 'must be a Prometheus metric name ([a-zA-Z_:][a-zA-Z0-9_:]*)'),
     /** The HELP text, one line: Triton writes it into the exposition text unescaped. */
     description: z.string().refine((text) => !/[\r\n]/.test(text), 'must be one line (Triton prints it unescaped)'),
+    /**
+     * The metric kind: `counter` (only goes up), `gauge` (set or moved either
+     * way) or `histogram` (observations counted into `buckets`).
+     */
     kind: z.enum(['counter', 'gauge', 'histogram']),
     /** Histogram bucket upper bounds, ascending (histograms need C API 1.34). */
     buckets: z.array(z.number().finite()).nonempty().optional(),
@@ -39,7 +47,12 @@ export const metricFamilyOptionsSchema = z
     }
   });
 
+/**
+ * Options of `server.metricFamily()`: name, HELP text, kind and (histograms)
+ * buckets. Invalid options throw `TritonError('INVALID_ARG')`.
+ */
 export type MetricFamilyOptions = z.input<typeof metricFamilyOptionsSchema>;
+/** A custom metric's kind: `'counter'`, `'gauge'` or `'histogram'`. */
 export type MetricKind = MetricFamilyOptions['kind'];
 
 const labelsSchema = z.record(z.string().regex(/^[a-zA-Z_][a-zA-Z0-9_]*$/, 'must be a Prometheus label name'), z.string());
@@ -50,7 +63,9 @@ function deleted(what: string): TritonError {
 
 /** One series (a label set) of a custom metric family. */
 export class Metric {
+  /** The family this series belongs to. */
   readonly family: MetricFamily;
+  /** The series' label set (frozen; label names sorted). */
   readonly labels: Readonly<Record<string, string>>;
   #handle: NativeHandle | undefined;
 
@@ -61,10 +76,16 @@ export class Metric {
     this.#handle = handle;
   }
 
+  /** The family's kind, which decides the methods that apply. */
   get kind(): MetricKind {
     return this.family.kind;
   }
 
+  /**
+   * Whether the series was deleted ({@link Metric.delete}, its family's
+   * delete, or the server's stop); the methods then throw
+   * `TritonError('INVALID_ARG')`.
+   */
   get deleted(): boolean {
     return this.#handle === undefined;
   }
@@ -105,9 +126,13 @@ export class Metric {
 
 /** A custom metric family in Triton's registry. */
 export class MetricFamily {
+  /** The Prometheus metric name. */
   readonly name: string;
+  /** The HELP text. */
   readonly description: string;
+  /** Counter, gauge or histogram. */
   readonly kind: MetricKind;
+  /** Histograms: the bucket upper bounds, ascending (frozen); undefined for other kinds. */
   readonly buckets: readonly number[] | undefined;
   #handle: NativeHandle | undefined;
   readonly #metrics = new Map<string, Metric>();
@@ -128,6 +153,11 @@ export class MetricFamily {
     this.#onDelete = onDelete;
   }
 
+  /**
+   * Whether the family was deleted ({@link MetricFamily.delete} or the
+   * server's stop); {@link MetricFamily.metric} then throws
+   * `TritonError('INVALID_ARG')`.
+   */
   get deleted(): boolean {
     return this.#handle === undefined;
   }

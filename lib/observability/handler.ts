@@ -14,9 +14,11 @@ export const PROMETHEUS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8
 
 /** What the handler needs of a prom-client `Registry` (prom-client is an optional peer dependency). */
 export interface MetricsRegistryLike {
+  /** The registry's metrics as Prometheus text (prom-client's `registry.metrics()`). */
   metrics(): Promise<string> | string;
 }
 
+/** Options of {@link metricsHandler} and {@link collectMetricsText}. */
 export interface MetricsHandlerOptions {
   /** A prom-client registry whose metrics are served in the same response. */
   registry?: MetricsRegistryLike;
@@ -26,11 +28,20 @@ export interface MetricsHandlerOptions {
 
 /** Fastify's reply, as far as the handler uses it. */
 export interface ReplyLike {
+  /** Sets the HTTP status code (200; 503 when Triton's metrics are unavailable; 500 on other errors). */
   code(statusCode: number): unknown;
+  /** Sets a response header (the handler sets `content-type`). */
   header(name: string, value: string): unknown;
+  /** Sends the body: the Prometheus text, or the error message. */
   send(payload: string): unknown;
 }
 
+/**
+ * The request handler {@link metricsHandler} returns: for `node:http` and
+ * Express `(req, res)`, for Fastify `(request, reply)`. It never rejects:
+ * errors are answered with status 503 (server stopped or metrics disabled,
+ * `UNAVAILABLE`) or 500 and the message as plain text.
+ */
 export type MetricsHandler = (request: unknown, response: ServerResponse | ReplyLike) => Promise<void>;
 
 /** Where the handler reads metrics: the in-process `Server`, or the remote `Client` (tritonserver-node/client). */
@@ -38,7 +49,10 @@ export interface MetricsSource {
   /** Triton's own metrics text. */
   metrics(): Promise<string>;
   /** The package's own metrics (`tritonserver_node_*`). */
-  packageMetrics(): { text(): string };
+  packageMetrics(): {
+    /** Those metrics as Prometheus text. */
+    text(): string;
+  };
 }
 
 function familyNames(text: string): Set<string> {

@@ -15,6 +15,11 @@ import { native } from '../native.js';
 
 /** `TRITONSERVER_LogLevel` values. */
 const LEVELS = { info: 0, warn: 1, error: 2, verbose: 3 } as const;
+/**
+ * A Triton log level (`TRITONSERVER_LogLevel`), as `server.log()` and
+ * `server.logEnabled()` take it. Any other string throws
+ * `TritonError('INVALID_ARG')`.
+ */
 export type LogLevel = keyof typeof LEVELS;
 
 function levelValue(level: LogLevel): number {
@@ -38,10 +43,17 @@ export function logIsEnabled(libraryPath: string, level: LogLevel): boolean {
 
 /** One line of Triton's log as a pino-style record. */
 export interface TritonLogRecord {
+  /** The line's severity letter (I, W, E) as a pino level name; Triton's verbose messages are written as I. */
   level: 'info' | 'warn' | 'error';
+  /**
+   * The message, unquoted when Triton wrote it as a JSON string (its default,
+   * TRITON_SERVER_ESCAPE_LOG_MESSAGES); the lines that continue a multi-line
+   * record are appended after `\n`.
+   */
   msg: string;
   /** Source file and line in Triton (or the `file`/`line` given to `server.log`). */
   file: string;
+  /** The line number that goes with `file`. */
   line: number;
   /** Milliseconds since the epoch (UTC). The default format has no year: the current one is assumed. */
   time: number;
@@ -98,13 +110,27 @@ export function parseTritonLogLine(text: string, now: Date = new Date()): Triton
 
 /** A pino-compatible logger (pino's own `Logger` fits). */
 export interface PinoLikeLogger {
+  /**
+   * Logs an info record.
+   *
+   * @param obj - The record's fields but `level` and `msg` (`file`, `line`,
+   *   `time`, `pid`), plus `source: 'triton'`.
+   * @param msg - The message.
+   */
   info(obj: object, msg: string): void;
+  /** Logs a warning record; arguments as for {@link PinoLikeLogger.info}. */
   warn(obj: object, msg: string): void;
+  /** Logs an error record; arguments as for {@link PinoLikeLogger.info}. */
   error(obj: object, msg: string): void;
 }
 
+/**
+ * Where {@link followTritonLog} delivers records: a pino-style logger (each
+ * record to the method of its level), or a function given each record as is.
+ */
 export type TritonLogSink = PinoLikeLogger | ((record: TritonLogRecord) => void);
 
+/** Options of {@link followTritonLog}. */
 export interface FollowLogOptions {
   /** How often to look for new lines, in ms. Default 100. */
   intervalMs?: number;
@@ -112,6 +138,7 @@ export interface FollowLogOptions {
   fromEnd?: boolean;
 }
 
+/** A running {@link followTritonLog}: read now, or stop. */
 export interface TritonLogFollower {
   /** Reads what was written so far now (without waiting for the next interval). */
   flush(): Promise<void>;
@@ -131,6 +158,10 @@ function deliver(sink: TritonLogSink, record: TritonLogRecord): void {
 /**
  * Follows Triton's log file and hands every record to `sink`. Lines that
  * continue a multi-line record (start-up tables) are appended to it.
+ *
+ * @param path - Triton's log file (the server's `log.file` option); created
+ *   if it does not exist yet.
+ * @throws {@link TritonError} `NOT_FOUND` when the file cannot be opened.
  */
 export async function followTritonLog(path: string, sink: TritonLogSink, options: FollowLogOptions = {}): Promise<TritonLogFollower> {
   const intervalMs = options.intervalMs ?? 100;

@@ -7,6 +7,7 @@
  */
 import { TritonError } from '../errors.js';
 
+/** A metric family's `# TYPE` in Prometheus text (`untyped` when the text declares none). */
 export type MetricType = 'counter' | 'gauge' | 'histogram' | 'summary' | 'untyped';
 
 /** One sample (one line) of Prometheus text. */
@@ -15,9 +16,13 @@ export interface MetricSample {
   name: string;
   /** The family it belongs to (equal to `name` for counters and gauges). */
   family: string;
+  /** The sample's labels, unescaped (empty when it has none); a histogram's `le` is among them. */
   labels: Record<string, string>;
+  /** The value; `+Inf`, `-Inf` and `NaN` are read as the JS numbers. */
   value: number;
+  /** The family's `# TYPE` (`untyped` when not declared). */
   type: MetricType;
+  /** The family's `# HELP` text, unescaped (`''` when not declared). */
   help: string;
   /** Milliseconds since the epoch, when the line has a timestamp. */
   timestamp?: number;

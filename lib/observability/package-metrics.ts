@@ -25,7 +25,12 @@ export interface InferenceObserver {
 
 const SUBMIT_BUCKETS = [0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1];
 
-
+/**
+ * The package's own metrics of one server (`tritonserver_node_*`, listed
+ * above): requests in flight and submit latency per model, and event-loop
+ * delay. Made by `server.packageMetrics()`, which also turns them on; the
+ * server reports each request to it.
+ */
 export class PackageMetrics implements InferenceObserver {
   readonly #inFlight = new Map<string, number>();
   /** Model by token of each request in flight (not a Map: see TokenTable). */
@@ -39,6 +44,14 @@ export class PackageMetrics implements InferenceObserver {
     this.#loop.enable();
   }
 
+  /**
+   * Called by the package when Triton accepted a request: counts it in
+   * flight and records its submit latency. Not meant to be called by users.
+   *
+   * @param token - The request's token, handed back to {@link PackageMetrics.finished}.
+   * @param model - The model's name (the `model` label).
+   * @param calledNs - `process.hrtime.bigint()` when `infer()`/`stream()` was called.
+   */
   submitted(token: number, model: string, calledNs: bigint): void {
     const seconds = Number(process.hrtime.bigint() - calledNs) / 1e9;
     this.#tokens.set(token, model);
@@ -51,6 +64,12 @@ export class PackageMetrics implements InferenceObserver {
     histogram.observe(seconds);
   }
 
+  /**
+   * Called by the package when a request's last response reached JS: no
+   * longer in flight. Unknown tokens are ignored. Not meant to be called by users.
+   *
+   * @param token - The token given to {@link PackageMetrics.submitted}.
+   */
   finished(token: number): void {
     const model = this.#tokens.get(token);
     if (model === undefined) return;

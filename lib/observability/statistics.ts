@@ -61,6 +61,11 @@ export const memoryUsageSchema = z.object({
   byte_size: count,
 });
 
+/**
+ * One model version's statistics as Triton reports them
+ * (`TRITONSERVER_ServerModelStatistics`, `model_stats[i]`): see
+ * {@link ModelStatistics}. Durations are bigint nanoseconds, counts numbers.
+ */
 export const modelStatisticsSchema = z.object({
   name: z.string(),
   version: z.string(),
@@ -75,10 +80,30 @@ export const modelStatisticsSchema = z.object({
   memory_usage: z.array(memoryUsageSchema).default([]),
 });
 
+/** A count of events and their summed duration: `count` (number) and `ns` (bigint nanoseconds). */
 export type DurationStat = z.infer<typeof durationStatSchema>;
+/**
+ * Cumulative request statistics of a model version (Triton's
+ * `inference_stats`): successful and failed requests, time queued, time in
+ * the model's input, inference and output phases, and response cache hits
+ * and misses, each as a {@link DurationStat}.
+ */
 export type InferenceStats = z.infer<typeof inferenceStatsSchema>;
+/**
+ * Statistics of the executions of one batch size (Triton's `batch_stats`
+ * entry): the compute phases of the executions that ran `batch_size` requests.
+ */
 export type BatchStats = z.infer<typeof batchStatsSchema>;
+/**
+ * Statistics of one response index of a decoupled model (Triton's
+ * `response_stats` entry): compute time, successes, failures, empty final
+ * responses and (newer Tritons) cancellations.
+ */
 export type ResponseStats = z.infer<typeof responseStatsSchema>;
+/**
+ * Memory a model version holds (Triton's `memory_usage` entry): `type`
+ * (`CPU`, `CPU_PINNED`, `GPU`), device `id` and `byte_size` in bytes.
+ */
 export type MemoryUsage = z.infer<typeof memoryUsageSchema>;
 /** One model version's statistics, in Triton's shape. */
 export type ModelStatistics = z.infer<typeof modelStatisticsSchema>;

@@ -26,9 +26,12 @@ export const TRACE_ACTIVITIES = [
   'TENSOR_BACKEND_OUTPUT',
   'CUSTOM_ACTIVITY',
 ] as const;
+/** A `TRITONSERVER_InferenceTraceActivity` name (one of {@link TRACE_ACTIVITIES}). */
 export type TraceActivityName = (typeof TRACE_ACTIVITIES)[number];
 
+/** One timestamped activity of a traced request, as Triton reported it. */
 export interface TraceActivity {
+  /** What happened; an activity value this package does not know reads as `CUSTOM_ACTIVITY`. */
   name: TraceActivityName;
   /** Steady clock (CLOCK_MONOTONIC), nanoseconds: compare with `process.hrtime.bigint()`. */
   ns: bigint;
@@ -50,13 +53,17 @@ export interface TraceDurations {
 
 /** The timeline of one trace: a request, or an ensemble step (a child). */
 export interface RequestTrace {
+  /** Triton's trace id (unique per trace within the server). */
   id: bigint;
   /** 0n for the request's own trace. */
   parentId: bigint;
+  /** Name of the model the traced request ran on (for a child, the ensemble step's model). */
   model: string;
+  /** Version of that model. */
   version: number;
   /** In the order Triton reported them. */
   activities: TraceActivity[];
+  /** Phase durations computed from `activities`, in nanoseconds. */
   durations: TraceDurations;
   /** Ensemble steps. */
   children: RequestTrace[];
@@ -72,12 +79,30 @@ export interface InferenceTrace extends RequestTrace {
 
 /** What the exporter needs of an OpenTelemetry `Tracer` (`@opentelemetry/api` is an optional peer dependency). */
 export interface TracerLike {
+  /**
+   * Starts a span (OpenTelemetry's `Tracer.startSpan`).
+   *
+   * @param name - `triton <model>` for a request, or a phase (`queue`,
+   *   `compute_input`, `compute_infer`, `compute_output`).
+   * @param options - `startTime` as OpenTelemetry's HrTime (epoch
+   *   `[seconds, nanoseconds]`); attributes `triton.model`,
+   *   `triton.model_version` and `triton.trace_id` on request spans.
+   * @param context - The parent context (the caller's active one, or the
+   *   request span's for phases and ensemble steps).
+   */
   startSpan(name: string, options?: { startTime?: [number, number]; attributes?: Record<string, string | number> }, context?: unknown): SpanLike;
 }
+/** What the exporter needs of an OpenTelemetry `Span`. */
 export interface SpanLike {
+  /**
+   * Ends the span.
+   *
+   * @param endTime - OpenTelemetry's HrTime: epoch `[seconds, nanoseconds]`.
+   */
   end(endTime?: [number, number]): void;
 }
 
+/** Options of a traced request (`InferenceRequest.trace`; `trace: true` is `{}`). */
 export interface TraceOptions {
   /** Also export the timeline as spans, under the caller's active span. */
   tracer?: TracerLike;
