@@ -432,6 +432,16 @@ describe('gRPC transport (node:http2)', () => {
     const malformed = await rawCall(port, 'ModelInfer', Buffer.from([0x0a, 0xff, 0xff, 0x7f]), false);
     expect(malformed.status.code).toBe(grpc.status.INVALID_ARGUMENT);
     expect(malformed.status.message).toContain('failed to parse the ModelInferRequest message');
+    // A frame that says it is longer than what comes: the call ends, nothing waits for the rest.
+    const short = await rawCall(port, 'ModelInfer', Buffer.alloc(10), false, 100);
+    expect(short.status).toEqual({ code: grpc.status.INTERNAL, message: 'the request ended inside a message' });
+    // A gzip message whose trailer lies about its size, and a corrupt one.
+    const zipped = gzipSync(Buffer.from('not a request at all'));
+    zipped.writeUInt32LE(1, zipped.length - 4);
+    const lying = await rawCall(port, 'ModelInfer', zipped, true);
+    expect(lying.status.code).toBe(grpc.status.INTERNAL);
+    expect(lying.status.message).toContain('could not decompress a gzip message');
+    expect(frontends.grpc?.inFlight).toBe(0);
   });
 });
 
@@ -441,6 +451,7 @@ async function rawCall(
   method: string,
   message: Buffer,
   compressed: boolean,
+  declaredLength = message.length,
 ): Promise<{ headers: http2.IncomingHttpHeaders; status: { code: number; message: string }; message: { compressed: boolean; bytes: Buffer } }> {
   const session = http2.connect(`http://127.0.0.1:${port}`);
   try {
@@ -454,7 +465,7 @@ async function rawCall(
     });
     const framed = Buffer.alloc(5 + message.length);
     framed[0] = compressed ? 1 : 0;
-    framed.writeUInt32BE(message.length, 1);
+    framed.writeUInt32BE(declaredLength, 1);
     message.copy(framed, 5);
     stream.end(framed);
     return await new Promise((resolve, reject) => {
