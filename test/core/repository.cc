@@ -622,6 +622,20 @@ ServerCore::CreateModel(
   m->executor = StartExecutor(m->spec);
   std::weak_ptr<ServerCore> weak = shared_from_this();
   out->reset(m, [weak](Model* p) {
+    // A Python instance whose stub died never finishes unloading, as in
+    // real Triton: it is kept (with its threads) for the process's life,
+    // and counts as a live model when the server stops.
+    if (p->stubs && !p->stubs->Unhealthy().empty()) {
+      TC_LOG_INFO(
+          "model_lifecycle.cc", 636,
+          "unloading '" + p->name + "' version " + std::to_string(p->version) +
+              " waits for a stub that is not healthy");
+      if (auto core = weak.lock()) {
+        core->stuck_instances++;
+        core->Notify();
+      }
+      return;
+    }
     if (auto core = weak.lock()) {
       core->OnModelDestroyed(p);
     } else {
@@ -1257,7 +1271,7 @@ size_t
 ServerCore::LiveModelCount()
 {
   std::lock_guard<std::mutex> lk(mu);
-  size_t n = background.size();
+  size_t n = background.size() + stuck_instances.load();
   for (const auto& m : lifecycle) {
     for (const auto& v : m.second) {
       if (v.second.state == ReadyState::kReady ||

@@ -290,6 +290,10 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   void ReapThreads();
   void Notify();
   void OnModelDestroyed(Model* m);  // deleter of every loaded model
+  // Python instances whose stub died: they never finish unloading (real
+  // r25.07, TRITON_FACTS.md "A Python stub that dies"), so they stay live and
+  // the server's stop runs out of its exit timeout. Never freed.
+  std::atomic<size_t> stuck_instances{0};
   void PrintModelTables();
 
   TRITONSERVER_ServerOptions opts;
