@@ -9,6 +9,13 @@ export {
   type StopReport,
   type SharedServerHandle,
 } from './server.js';
+export type {
+  ServerEvents,
+  ServerEventName,
+  ModelUnhealthyEvent,
+  ModelRecoveredEvent,
+  ModelRecoveryFailedEvent,
+} from './model-health.js';
 export {
   Model,
   type ModelVersion,

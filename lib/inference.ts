@@ -18,15 +18,25 @@ import {
 import type { InferenceObserver } from './observability/package-metrics.js';
 import { checkRequest } from './request-check.js';
 import { TokenTable } from './token-table.js';
+import { ModelHealth } from './model-health.js';
 import { isSharedMemoryInput, sharedMemorySpan, type SharedMemoryInput, type SharedMemoryOutput, type SharedMemoryRange } from './shared-memory.js';
 import { appendPlainInput, dataTypeEnum, dataTypeFromEnum, normalizeInput, outputTensor, tensorBytes, type DataType, type InputValue, type Tensor } from './tensor.js';
 
+/**
+ * The sequence a request belongs to, for stateful models (sequence batching,
+ * see {@link SequenceBatching}): Triton routes the requests of one
+ * correlation id to the same model instance, in order.
+ */
 export interface SequenceOptions {
-  /** Correlation id of the sequence (Triton's `correlation_id`). */
+  /**
+   * Correlation id of the sequence (Triton's `correlation_id`): a
+   * non-negative integer, a bigint below 2^64, or a non-empty string.
+   * Anything else throws `TritonError('INVALID_ARG')`.
+   */
   id: number | bigint | string;
-  /** First request of the sequence. */
+  /** First request of the sequence (Triton's START flag). Default false. */
   start?: boolean;
-  /** Last request of the sequence. */
+  /** Last request of the sequence (Triton's END flag). Default false. */
   end?: boolean;
 }
 
@@ -60,6 +70,11 @@ export interface OutputBufferSpec {
   sharedMemory?: SharedMemoryRange;
 }
 
+/**
+ * One inference request, as `model.infer()` and `model.stream()` take it (in
+ * process, and the same for the remote client). Fields not named here throw
+ * `TritonError('INVALID_ARG')`.
+ */
 export interface InferenceRequest {
   /** Input tensors by name. */
   inputs: Record<string, InputValue>;
@@ -91,9 +106,27 @@ export interface InferenceRequest {
   trace?: boolean | TraceOptions;
 }
 
+/**
+ * One response of a request: `model.infer()` resolves to the (only or last)
+ * one, `model.stream()` yields each one a decoupled model sends.
+ */
 export interface InferenceResponse {
-  model: { name: string; version: number };
+  /** The model that answered. */
+  model: {
+    /** The model's name. */
+    name: string;
+    /** The version that ran the request (-1 when Triton did not say). */
+    version: number;
+  };
+  /** The request's id ({@link InferenceRequest.id}); `''` when it had none. */
   id: string;
+  /**
+   * Output tensors by name: every output the model produced, or those asked
+   * for in {@link InferenceRequest.outputs}. In process their data are views
+   * of the output memory itself (no copy; a copy with the `outputCopy`
+   * option), or of the caller's own buffer given in `outputs`; that memory
+   * is kept until {@link InferenceResponse.dispose} or garbage collection.
+   */
   outputs: Record<string, Tensor>;
   /**
    * Outputs Triton wrote into shared memory (`OutputBufferSpec.sharedMemory`),
@@ -101,6 +134,7 @@ export interface InferenceResponse {
    * `outputs`. Absent when no output was requested into shared memory.
    */
   sharedMemoryOutputs?: Record<string, SharedMemoryOutput>;
+  /** Parameters the model or backend set on the response (empty when none). */
   parameters: Record<string, string | number | boolean>;
   /** Triton's FINAL flag: the last response of the request. */
   final: boolean;
@@ -115,6 +149,7 @@ export interface InferenceResponse {
    * `using response = await model.infer(...)`.
    */
   dispose(): void;
+  /** The same as {@link InferenceResponse.dispose}, for `using`. */
   [Symbol.dispose](): void;
 }
 
@@ -162,6 +197,9 @@ interface Completion {
 
 /** What waits for a request's completions (routed by its token). */
 interface Waiter {
+  /** The model the request was sent to, and the health epoch when it started (lib/model-health.ts). */
+  readonly model?: string;
+  readonly epoch?: number;
   complete(
     final: boolean,
     error: TritonError | undefined,
@@ -324,6 +362,7 @@ class OwnedResponse implements InferenceResponse {
  */
 class PendingInference implements Waiter {
   token = 0;
+  epoch = 0;
   trace: Promise<InferenceTrace> | undefined;
   #version: number | undefined;
   #parameterCount: number | undefined;
@@ -469,11 +508,19 @@ class ResponseStream implements AsyncIterableIterator<InferenceResponse> {
   #finished = false;
   #timer: NodeJS.Timeout | undefined;
 
-  constructor(host: StreamHost, model: string, defaultVersion: number, request: InferenceRequest) {
+  constructor(host: StreamHost, model: string, defaultVersion: number, request: InferenceRequest, epoch: number) {
     this.#host = host;
     this.#model = model;
     this.#defaultVersion = defaultVersion;
     this.#request = request;
+    this.#waiter = {
+      model,
+      epoch,
+      complete: (final, error, version, parameterCount, fields) => {
+        this.#completions.push({ final, error, version, parameterCount, fields });
+        if (this.#calls.length > 0) this.#deliver();
+      },
+    };
   }
 
   [Symbol.asyncIterator](): this {
@@ -501,12 +548,7 @@ class ResponseStream implements AsyncIterableIterator<InferenceResponse> {
   }
 
   // Not methods of the iterator, which the caller holds.
-  readonly #waiter: Waiter = {
-    complete: (final, error, version, parameterCount, fields) => {
-      this.#completions.push({ final, error, version, parameterCount, fields });
-      if (this.#calls.length > 0) this.#deliver();
-    },
-  };
+  readonly #waiter: Waiter;
   readonly #onAbort = (): void => this.#fail(cancelled('the request was aborted', this.#request.signal?.reason));
 
   #fail(failure: TritonError): void {
@@ -612,6 +654,8 @@ export class Inference {
   readonly #cancelToken = (token: number): void => this.#cancel(token);
   /** Package metrics, when enabled (`server.packageMetrics()`). */
   observer: InferenceObserver | undefined;
+  /** What the package knows of its models' health (lib/model-health.ts). */
+  readonly health = new ModelHealth();
 
   /** @internal */
   attach(nativeServer: NativeServer): void {
@@ -635,13 +679,18 @@ export class Inference {
     for (let i = 0; i < completions.length; ) {
       const token = completions[i] as number;
       const final = completions[i + 1] as boolean;
-      const error = completions[i + 2] as TritonError | undefined;
+      let error = completions[i + 2] as TritonError | undefined;
       const version = completions[i + 3] as number | undefined;
       const parameterCount = completions[i + 4] as number | undefined;
       const fieldsEnd = i + 6 + (completions[i + 5] as number);
       const fields = completions.slice(i + 6, fieldsEnd) as ResponseField[];
       i = fieldsEnd;
       const waiter = this.#pending.get(token);
+      // Rare: a failure (a dead Python stub?), or a success while a model is marked unhealthy.
+      if ((error !== undefined || this.health.count !== 0) && waiter?.model !== undefined) {
+        if (error === undefined) this.health.served(waiter.model, waiter.epoch ?? 0);
+        else if (error.code === 'INTERNAL') error = this.health.failed(waiter.model, waiter.epoch ?? 0, error);
+      }
       if (final) {
         if (this.#pending.delete(token)) pendingRequests.count--;
         this.observer?.finished(token);
@@ -712,6 +761,7 @@ export class Inference {
   ): Promise<InferenceResponse> {
     return new Promise<InferenceResponse>((resolve, reject) => {
       const pending = new PendingInference(model, request, resolve, reject, this.#cancelToken);
+      pending.epoch = this.health.epoch;
       if (tracing === undefined) pending.token = this.#start(model, version, info, request, calledNs);
       else ({ token: pending.token, trace: pending.trace } = this.#startTraced(model, version, info, request, tracing, calledNs));
       this.#await(pending.token, pending);
@@ -721,7 +771,7 @@ export class Inference {
 
   /** The request starts at the first `next()`; see ResponseStream. */
   stream(model: string, defaultVersion: number, request: InferenceRequest): AsyncIterableIterator<InferenceResponse> {
-    return new ResponseStream(this.#streams, model, defaultVersion, request);
+    return new ResponseStream(this.#streams, model, defaultVersion, request, this.health.epoch);
   }
 
   readonly #streams: StreamHost = {

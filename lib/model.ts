@@ -13,8 +13,11 @@ import { parseStatisticsJson, type ModelStatistics } from './observability/stati
 /** A model version number; -1 lets Triton choose (the version policy's latest). */
 export type ModelVersion = number;
 
+/** An input or output as model metadata describes it. */
 export interface TensorMetadata {
+  /** The tensor's name. */
   name: string;
+  /** Its data type (the metadata's name, `FP32`, not the config's `TYPE_FP32`). */
   datatype: DataType;
   /** Includes the batch dimension (-1) when the model batches. */
   shape: number[];
@@ -22,18 +25,25 @@ export interface TensorMetadata {
 
 /** `TRITONSERVER_ServerModelMetadata`. */
 export interface ModelMetadata {
+  /** The model's name. */
   name: string;
+  /** The versions the metadata is for, as decimal strings (the handle's version, or every ready one). */
   versions: string[];
+  /** The model's platform or backend, such as `onnxruntime_onnx`, `pytorch_libtorch`, `python`, `ensemble`. */
   platform: string;
+  /** The model's inputs. */
   inputs: TensorMetadata[];
+  /** The model's outputs. */
   outputs: TensorMetadata[];
 }
 
+/** How a model batches (`TRITONSERVER_ServerModelBatchProperties`). */
 export interface ModelBatchProperties {
   /** `first-dim`: the first dimension of every input/output is the batch. */
   batching: 'first-dim' | 'unknown';
 }
 
+/** How a model answers requests (`TRITONSERVER_ServerModelTransactionProperties`). */
 export interface ModelTransactionProperties {
   /** One response per request. */
   oneToOne: boolean;
@@ -96,9 +106,13 @@ export class Model implements InferenceModel {
 
   /**
    * Whether this model (version) can serve requests. A model Triton does
-   * not know or has unloaded is not ready (Triton's own call says NOT_FOUND).
+   * not know or has unloaded is not ready (Triton's own call says NOT_FOUND),
+   * nor is one this thread found unhealthy (its Python stub died, see
+   * `server.on('modelUnhealthy')`) until it serves again.
    */
   async ready(): Promise<boolean> {
+    // Triton keeps a model whose Python stub died READY; the package knows better (lib/model-health.ts).
+    if (this.#inference.health.isUnhealthy(this.name)) return false;
     try {
       return await this.#native.modelIsReady(this.name, this.version);
     } catch (error) {
@@ -127,11 +141,27 @@ export class Model implements InferenceModel {
     return parseStatisticsJson(await this.#native.modelStatistics(this.name, this.version));
   }
 
+  /**
+   * How the model batches (Triton's batch properties): `first-dim` when the
+   * first dimension of every input and output is the batch.
+   *
+   * @throws {@link TritonError} Triton's error when the model (version) is
+   *   not available (`NOT_FOUND` for a model it does not know);
+   *   `UNAVAILABLE` once the server stopped.
+   */
   async batchProperties(): Promise<ModelBatchProperties> {
     const flags = await this.#native.modelBatchProperties(this.name, this.version);
     return { batching: flags & BATCH_FIRST_DIM ? 'first-dim' : 'unknown' };
   }
 
+  /**
+   * How the model answers (Triton's transaction properties): one response
+   * per request, or decoupled (any number, read them with {@link Model.stream}).
+   *
+   * @throws {@link TritonError} Triton's error when the model (version) is
+   *   not available (`NOT_FOUND` for a model it does not know);
+   *   `UNAVAILABLE` once the server stopped.
+   */
   async transactionProperties(): Promise<ModelTransactionProperties> {
     const flags = await this.#native.modelTransactionProperties(this.name, this.version);
     return { oneToOne: (flags & TXN_ONE_TO_ONE) !== 0, decoupled: (flags & TXN_DECOUPLED) !== 0 };

@@ -68,9 +68,13 @@ export type NativeName = { readonly nativeName: unique symbol };
 /** One field of an input flattened for the addon: name, datatype (enum), rank, dims…, data. */
 export type NativeInputField = NativeName | number | ArrayBufferView | NativeSharedMemorySpan;
 
+/** The libtritonserver.so that was loaded, and the C API version it reports. */
 export interface LibraryInfo {
+  /** The path the library was opened by (the search candidate that worked). */
   path: string;
+  /** `TRITONSERVER_API_VERSION_MAJOR` of the library (`TRITONSERVER_ApiVersion`). */
   major: number;
+  /** `TRITONSERVER_API_VERSION_MINOR` of the library. */
   minor: number;
 }
 
@@ -85,6 +89,11 @@ export interface NativeLiveObjects {
   inputReferences: number;
 }
 
+/**
+ * Counts of the addon's live native objects (across every server of this
+ * thread) and of pending requests, as {@link liveObjects} returns them: all
+ * zero once every request completed and its outputs were collected or disposed.
+ */
 export interface LiveObjects extends NativeLiveObjects {
   /** Requests whose promise or stream still waits for a completion (lib/inference.ts). */
   pending: number;
@@ -112,7 +121,7 @@ export interface NativeServer {
    * Cancels what is in flight, waits up to waitSeconds for it, then stops and
    * deletes the server (at once, or once the last request is back).
    */
-  stop(waitSeconds: number): Promise<NativeStopReport>;
+  stop(waitMs: number, bounded?: boolean): Promise<NativeStopReport>;
   /**
    * Queues a request (throws on bad arguments); `flush()` hands this tick's
    * requests to Triton, whose refusal then arrives as the request's one,
@@ -146,6 +155,8 @@ export interface NativeStopReport {
   requestsInside: number;
   /** Triton's message when its stop ran out of time, else ''. */
   message: string;
+  /** A bounded stop returned before Triton's own stop (still running on a thread of its own) finished. */
+  unfinished: boolean;
 }
 
 export type OptionCallArgs = ReadonlyArray<string | number | boolean>;
@@ -383,8 +394,20 @@ export function liveObjects(): LiveObjects {
   return { ...native.liveObjects(), pending: pendingRequests.count };
 }
 
-/** The C API version of the library that `libraryPath` (or the search) finds. */
-export async function apiVersion(options: { libraryPath?: string } = {}): Promise<{ major: number; minor: number }> {
+/**
+ * The C API version of the library that `libraryPath` (or the search, see
+ * {@link librarySearchPaths}) finds, without starting a server.
+ *
+ * @throws {@link TritonError} `UNAVAILABLE` when no candidate library opens
+ *   (the message lists each path tried and why); `INVALID_ARG` for unknown
+ *   options.
+ */
+export async function apiVersion(options: { libraryPath?: string } = {}): Promise<{
+  /** `TRITONSERVER_API_VERSION_MAJOR` of the library. */
+  major: number;
+  /** `TRITONSERVER_API_VERSION_MINOR` of the library. */
+  minor: number;
+}> {
   const { libraryPath } = checkOptions('apiVersion options', options, API_VERSION_FIELDS);
   const { major, minor } = await findLibrary(libraryPath as string | undefined);
   return { major, minor };

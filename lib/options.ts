@@ -423,7 +423,32 @@ export const serverOptionsSchema = z
      * external buffers (Electron's V8 sandbox). Not sent to Triton. Default false.
      */
     outputCopy: z.boolean().optional(),
+    /**
+     * Reload a model whose instance the package found unhealthy (a Python
+     * model whose stub process died: its requests fail with INTERNAL
+     * `Stub process '<instance>' is not healthy.`) as the manual recipe does —
+     * unload without waiting, then load — once, however many requests fail
+     * meanwhile (docs/lifetimes.md "Models that heal"). Needs
+     * `modelControlMode: 'explicit'`. Not sent to Triton. Default false.
+     */
+    recoverUnhealthyModels: z.boolean().optional(),
   })
+  .refine(
+    (options: unknown) => {
+      if (typeof options !== 'object' || options === null) return true;
+      const { recoverUnhealthyModels, modelControlMode } = options as Record<string, unknown>;
+      return recoverUnhealthyModels !== true || modelControlMode === 'explicit';
+    },
+    {
+      path: ['recoverUnhealthyModels'],
+      when: () => true,
+      error: (issue) => {
+        const mode = (issue.input as Record<string, unknown>).modelControlMode;
+        const actual = mode === undefined ? "unset, so Triton's default 'poll' applies" : `${describeValue(mode)}`;
+        return `needs modelControlMode 'explicit' to reload models (modelControlMode is ${actual})`;
+      },
+    },
+  )
   .refine(
     (options: unknown) => {
       if (typeof options !== 'object' || options === null) return true;
@@ -458,34 +483,95 @@ export type ResolvedServerOptions = z.output<typeof serverOptionsSchema>;
  * GPU not listed 64 MiB (`DEFAULT_CUDA_MEMORY_POOL_BYTES`).
  */
 export const serverOptionDefaults = {
+  /** `serverId`: the server identifier is `'triton'`. */
   serverId: 'triton',
+  /** `modelControlMode`: `'poll'`, the C API's default (the `tritonserver` CLI's is `'none'`). */
   modelControlMode: 'poll',
+  /** `startupModels`: none. */
   startupModels: [],
+  /** `modelConfigName`: `''`, always `config.pbtxt`. */
   modelConfigName: '',
+  /** `strictModelConfig`: true, a complete `config.pbtxt` is required. */
   strictModelConfig: true,
+  /** `strictReadiness`: true, the server is ready only when every model is. */
   strictReadiness: true,
+  /** `exitOnError`: true, server creation fails when a model fails to load. */
   exitOnError: true,
+  /** `exitTimeoutSeconds`: 30 seconds. */
   exitTimeoutSeconds: 30,
+  /** `rateLimiterMode`: `'off'`. */
   rateLimiterMode: 'off',
+  /** `rateLimiterResources`: none (Triton sizes each resource by the largest need of the loaded models). */
   rateLimiterResources: [],
+  /** `pinnedMemoryPoolBytes`: 268435456 bytes (256 MiB). */
   pinnedMemoryPoolBytes: 268_435_456,
+  /** `cudaMemoryPoolBytes`: none listed, so 64 MiB on every supported GPU (67108864 bytes). */
   cudaMemoryPoolBytes: {},
+  /** `minSupportedComputeCapability`: 6.0 in NVIDIA's GPU builds (0 without GPU support). */
   minSupportedComputeCapability: 6.0,
+  /** `bufferManagerThreadCount`: 0, no buffer manager threads. */
   bufferManagerThreadCount: 0,
+  /** `modelLoadThreadCount`: 4 threads. */
   modelLoadThreadCount: 4,
+  /**
+   * `modelLoadRetryCount`: 0, Triton's documented default. The in-process
+   * options would leave the count unset (a failing load then retried without
+   * end), so `Server.start` sets 0 itself where the library has the setter (API 1.28).
+   */
   modelLoadRetryCount: 0,
+  /** `modelNamespacing`: false. */
   modelNamespacing: false,
+  /** `enablePeerAccess`: true. */
   enablePeerAccess: true,
+  /**
+   * `backendDirectory`: `'/opt/tritonserver/backends'`. `Server.start` uses
+   * a `backends` directory beside the loaded library instead when there is one.
+   */
   backendDirectory: '/opt/tritonserver/backends',
+  /** `repoAgentDirectory`: `'/opt/tritonserver/repoagents'`. */
   repoAgentDirectory: '/opt/tritonserver/repoagents',
+  /** `cacheDirectory`: `'/opt/tritonserver/caches'`. */
   cacheDirectory: '/opt/tritonserver/caches',
+  /** `backendConfig`: none. */
   backendConfig: {},
+  /** `hostPolicies`: none. */
   hostPolicies: {},
+  /** `cacheConfig`: none, no response cache. */
   cacheConfig: {},
+  /** `modelLoadDeviceLimits`: none, no limit. */
   modelLoadDeviceLimits: [],
-  log: { file: '', info: true, warn: true, error: true, verbose: 0, format: 'default' },
-  metrics: { enabled: true, gpu: true, cpu: true, intervalMs: 2000, config: {} },
+  /** `log`: Triton's logging defaults. */
+  log: {
+    /** `log.file`: `''`, the console. */
+    file: '',
+    /** `log.info`: true. */
+    info: true,
+    /** `log.warn`: true. */
+    warn: true,
+    /** `log.error`: true. */
+    error: true,
+    /** `log.verbose`: 0, off. */
+    verbose: 0,
+    /** `log.format`: `'default'`. */
+    format: 'default',
+  },
+  /** `metrics`: Triton's metrics defaults. */
+  metrics: {
+    /** `metrics.enabled`: true (when Triton is built with metrics). */
+    enabled: true,
+    /** `metrics.gpu`: true (GPU builds). */
+    gpu: true,
+    /** `metrics.cpu`: true (when built with CPU metrics). */
+    cpu: true,
+    /** `metrics.intervalMs`: 2000 ms between metric updates. */
+    intervalMs: 2000,
+    /** `metrics.config`: none. */
+    config: {},
+  },
+  /** `outputCopy` (the package's, not Triton's): false, outputs wrap Triton's buffers without a copy. */
   outputCopy: false,
+  /** `recoverUnhealthyModels`: false, an unhealthy model is reported, not reloaded. */
+  recoverUnhealthyModels: false,
 } as const satisfies DefaultsShape;
 
 /** Triton's CUDA memory pool size for a supported GPU not in `cudaMemoryPoolBytes`: 64 MiB. */

@@ -19,6 +19,7 @@ import { TritonError, type ModelLoadFailure } from './errors.js';
 import { Inference, type InferenceRequest, type InferenceResponse } from './inference.js';
 import { SharedMemory } from './shared-memory.js';
 import { Model, type ModelVersion } from './model.js';
+import type { ServerEventName, ServerEvents } from './model-health.js';
 import { validateModelConfig, type ModelConfigInput } from './model-config.js';
 import {
   findLibrary,
@@ -45,21 +46,27 @@ import type { InferenceServer } from './surface.js';
 
 /** `TRITONSERVER_ServerMetadata`. */
 export interface ServerMetadata {
+  /** The server's id: the `serverId` option (Triton's default `triton`). */
   name: string;
+  /** Triton's version, such as `2.59.0`. */
   version: string;
+  /** The protocol extensions Triton supports (`classification`, `sequence`, `model_repository`, `statistics`, `logging`, ...). */
   extensions: string[];
 }
 
 /** One model of the repository, as `TRITONSERVER_ServerModelIndex` lists it. */
 export interface ModelIndexEntry {
+  /** The model's name. */
   name: string;
   /** Absent for a model that was never loaded. */
   version?: string;
   /** e.g. `READY`, `UNAVAILABLE`, `LOADING`, `UNLOADING`. */
   state?: string;
+  /** Why the model is in that state: Triton's load error for a model that failed to load, `unloaded` after an unload. */
   reason?: string;
 }
 
+/** Options of {@link Server.loadModel}; unknown fields throw `TritonError('INVALID_ARG')`. */
 export interface LoadModelOptions {
   /**
    * A model configuration to use instead of the repository's config.pbtxt,
@@ -74,12 +81,18 @@ export interface LoadModelOptions {
   files?: Record<string, Uint8Array | string>;
 }
 
+/** Options of {@link Server.stop}; unknown fields throw `TritonError('INVALID_ARG')`. */
 export interface StopOptions {
   /**
-   * Exit timeout for this stop, instead of `exitTimeoutSeconds`: how long to
-   * wait for requests still running after they were cancelled, and then how
-   * long Triton's own stop may take to unload the models
-   * (`TRITONSERVER_ServerSetExitTimeout`, API 1.30; whole seconds, rounded up).
+   * The bound of this stop, instead of `exitTimeoutSeconds`: `stop()` returns
+   * within it. Requests still running after they were cancelled are waited
+   * for up to it; Triton's own stop then unloads the models on a thread of
+   * its own with an exit timeout of at least 10 s
+   * (`TRITONSERVER_ServerSetExitTimeout`, API 1.30), and when that has not
+   * finished by the bound `stop()` resolves with `complete: false`: the
+   * unloading goes on, and the server is deleted only if it finishes.
+   * Without it, `exitTimeoutSeconds` bounds the wait for requests and
+   * Triton's stop gets at least 10 s more.
    */
   timeoutMs?: number;
 }
@@ -90,10 +103,15 @@ export interface StopOptions {
  * other thread.
  */
 export interface SharedServerHandle {
+  /** Marks the value as a handle; {@link Server.attach} refuses anything else (INVALID_ARG). */
   readonly kind: 'tritonserver-node/shared-server';
+  /** The addon's id of the shared native server (valid in this process only). */
   readonly id: number;
+  /** The owner's `exitTimeoutSeconds`, which the attached `Server` uses for its waits. */
   readonly exitTimeoutSeconds: number;
+  /** The owner's `outputCopy` option, applied to the attached thread's responses too. */
   readonly outputCopy: boolean;
+  /** Whether the owner started with metrics enabled (else the metrics calls reject with UNAVAILABLE). */
   readonly metricsEnabled: boolean;
 }
 
@@ -111,6 +129,7 @@ export interface StopReport {
   message: string;
 }
 
+/** Options of {@link Server.unloadModel}; unknown fields throw `TritonError('INVALID_ARG')`. */
 export interface UnloadModelOptions {
   /** Also unload models that depend on it (ensembles). Default false. */
   unloadDependents?: boolean;
@@ -177,14 +196,17 @@ export function backendDirectoryBeside(libraryPath: string): string | undefined 
   return existsSync(backends) ? backends : undefined;
 }
 
-function stopReport(report: NativeStopReport, seconds: number): StopReport {
+function stopReport(report: NativeStopReport, bound: string): StopReport {
   if (report.complete) return { complete: true, requestsInside: 0, message: '' };
   const left = report.requestsInside;
   const message =
     left > 0
-      ? `${left} request${left === 1 ? ' was' : 's were'} still running inside Triton when the exit timeout (${seconds} s) ran out;` +
+      ? `${left} request${left === 1 ? ' was' : 's were'} still running inside Triton when the exit timeout (${bound}) ran out;` +
         ` the server stops, unloads its models and is deleted once ${left === 1 ? 'it comes' : 'they come'} back`
-      : `Triton did not finish stopping (${report.message}); the server is left undeleted`;
+      : report.unfinished
+        ? `Triton's stop had not finished unloading the models when stop()'s bound (${bound}) ran out (a model that does not` +
+          ` unload, such as a Python model whose stub died); it goes on in the background, and the server is deleted only if it finishes`
+        : `Triton did not finish stopping (${report.message}); the server is left undeleted`;
   process.emitWarning(message, { code: 'TRITONSERVER_STOP_INCOMPLETE' });
   return { complete: false, requestsInside: left, message };
 }
@@ -214,7 +236,7 @@ export class Server implements InferenceServer, AsyncDisposable {
   private constructor(
     nativeServer: NativeServer,
     inference: Inference,
-    settings: { exitTimeoutSeconds: number; outputCopy: boolean; attached: boolean; metricsEnabled: boolean },
+    settings: { exitTimeoutSeconds: number; outputCopy: boolean; attached: boolean; metricsEnabled: boolean; recover?: boolean },
   ) {
     this.#native = nativeServer;
     this.#inference = inference;
@@ -222,6 +244,16 @@ export class Server implements InferenceServer, AsyncDisposable {
     this.#outputCopy = settings.outputCopy;
     this.attached = settings.attached;
     this.#metricsEnabled = settings.metricsEnabled;
+    inference.health.configure(
+      {
+        reload: async (name) => void (await this.loadModel(name)),
+        modelOfInstance: async (instance) => {
+          const names = (await this.modelIndex()).map((entry) => entry.name);
+          return names.filter((name) => instance.startsWith(`${name}_`)).sort((a, b) => b.length - a.length)[0];
+        },
+      },
+      { recover: settings.recover === true, owner: !settings.attached },
+    );
     this.sharedMemory = new SharedMemory(() => {
       if (this.#stopping !== undefined) throw new TritonError('UNAVAILABLE', 'the server has been stopped');
       return this.#native;
@@ -234,9 +266,12 @@ export class Server implements InferenceServer, AsyncDisposable {
    */
   share(): SharedServerHandle {
     if (this.#stopping !== undefined) throw new TritonError('UNAVAILABLE', 'the server has been stopped');
+    const id = this.#native.share();
+    // Attached threads report unhealthy models to this one, which recovers them.
+    this.#inference.health.join(id);
     return {
       kind: 'tritonserver-node/shared-server',
-      id: this.#native.share(),
+      id,
       exitTimeoutSeconds: this.#exitTimeoutSeconds,
       outputCopy: this.#outputCopy,
       metricsEnabled: this.#metricsEnabled,
@@ -258,6 +293,7 @@ export class Server implements InferenceServer, AsyncDisposable {
     const inference = new Inference();
     const nativeServer = native.attachServer(handle.id, inference.onResponse, handle.outputCopy === true);
     inference.attach(nativeServer);
+    inference.health.join(handle.id);
     installExitHook();
     return new Server(nativeServer, inference, {
       exitTimeoutSeconds: handle.exitTimeoutSeconds,
@@ -299,6 +335,7 @@ export class Server implements InferenceServer, AsyncDisposable {
       outputCopy: resolved.outputCopy ?? false,
       attached: false,
       metricsEnabled: resolved.metrics?.enabled !== false,
+      recover: resolved.recoverUnhealthyModels === true,
     });
   }
 
@@ -340,7 +377,7 @@ export class Server implements InferenceServer, AsyncDisposable {
     } catch {
       return error;
     } finally {
-      await probe?.stop(serverOptionDefaults.exitTimeoutSeconds).catch(() => undefined);
+      await probe?.stop(serverOptionDefaults.exitTimeoutSeconds * 1000).catch(() => undefined);
     }
   }
 
@@ -352,6 +389,25 @@ export class Server implements InferenceServer, AsyncDisposable {
   /** Whether stop() has been called. */
   get stopped(): boolean {
     return this.#stopping !== undefined;
+  }
+
+  /**
+   * Listens for a server event: `modelUnhealthy` (a model's instance was
+   * found unhealthy — a Python model whose stub process died — so its
+   * requests fail and `model.ready()` is false), `modelRecovered` (it serves
+   * again) and `modelRecoveryFailed` (a reload by `recoverUnhealthyModels`
+   * failed). Listeners run on this thread; one that throws does not stop
+   * the others. See docs/lifetimes.md "Models that heal".
+   */
+  on<K extends ServerEventName>(event: K, listener: ServerEvents[K]): this {
+    this.#inference.health.on(event, listener);
+    return this;
+  }
+
+  /** Removes a listener added by {@link Server.on}. */
+  off<K extends ServerEventName>(event: K, listener: ServerEvents[K]): this {
+    this.#inference.health.off(event, listener);
+    return this;
   }
 
   live(): Promise<boolean> {
@@ -418,12 +474,19 @@ export class Server implements InferenceServer, AsyncDisposable {
     }
     this.#inference.forgetModels();
     try {
+      // An instance found unhealthy stays on a plain reload of unchanged
+      // files, and never finishes unloading (Triton r25.07): ask for the
+      // unload without waiting, so that the load starts a new instance.
+      if (this.#inference.health.isUnhealthy(name) && parameters.length === 0) {
+        await this.#call((s) => s.unloadModel(name, false));
+      }
       await this.#call((s) => s.loadModel(name, parameters));
     } catch (error) {
       throw await this.#withIndexReasons(error, name);
     } finally {
       this.#inference.forgetModels();
     }
+    this.#inference.health.replaced(name, 'loaded');
     return this.model(name);
   }
 
@@ -451,6 +514,7 @@ export class Server implements InferenceServer, AsyncDisposable {
     }
     this.#inference.forgetModels();
     await this.#call((s) => s.unloadModel(name, options.unloadDependents ?? false));
+    this.#inference.health.replaced(name, 'unloaded');
     if (options.wait === false) return;
     // Wait until no version is ready or still unloading.
     const timeoutMs = options.timeoutMs ?? this.#exitTimeoutSeconds * 1000;
@@ -497,6 +561,13 @@ export class Server implements InferenceServer, AsyncDisposable {
     await this.#call((s) => s.registerModelRepository(path, Object.entries(nameMapping)));
   }
 
+  /**
+   * Removes a repository added with {@link Server.registerModelRepository}
+   * (explicit mode): Triton no longer looks for models in it.
+   *
+   * @throws {@link TritonError} Triton's error when `path` is not a
+   *   registered repository; `UNAVAILABLE` once the server stopped.
+   */
   async unregisterModelRepository(path: string): Promise<void> {
     checkName('repository path', path);
     this.#inference.forgetModels();
@@ -582,7 +653,7 @@ export class Server implements InferenceServer, AsyncDisposable {
    */
   stop(options: StopOptions = {}): Promise<StopReport> {
     if (this.#stopping !== undefined) return this.#stopping;
-    let seconds: number | undefined;
+    let boundMs: number | undefined;
     try {
       const { timeoutMs } = checkOptions('stop options', options, STOP_FIELDS);
       if (timeoutMs !== undefined) {
@@ -595,7 +666,7 @@ export class Server implements InferenceServer, AsyncDisposable {
             `stop({ timeoutMs }) needs TRITONSERVER_ServerSetExitTimeout (C API 1.${SET_EXIT_TIMEOUT_MINOR}); the loaded library (${this.library.path}) implements 1.${this.library.minor}`,
           );
         }
-        seconds = Math.ceil(timeoutMs / 1000);
+        boundMs = timeoutMs;
       }
     } catch (error) {
       return Promise.reject(error);
@@ -610,11 +681,21 @@ export class Server implements InferenceServer, AsyncDisposable {
       }
     }
     this.#packageMetrics?.close();
-    const wait = seconds ?? this.#exitTimeoutSeconds;
-    this.#stopping = this.#native.stop(wait).then((report) => stopReport(report, wait));
+    this.#inference.health.close();
+    // With a timeout the whole stop returns by it; without one, the exit
+    // timeout bounds the wait for requests, and Triton's own stop gets at
+    // least 10 s more to unload the models.
+    const waitMs = boundMs ?? this.#exitTimeoutSeconds * 1000;
+    const bound = boundMs === undefined ? `${this.#exitTimeoutSeconds} s` : boundMs % 1000 === 0 ? `${boundMs / 1000} s` : `${boundMs} ms`;
+    this.#stopping = this.#native.stop(waitMs, boundMs !== undefined).then((report) => stopReport(report, bound));
     return this.#stopping;
   }
 
+  /**
+   * `await using server = await Server.start(...)`: the same as
+   * {@link Server.stop} with no options, the report dropped (a stop that
+   * leaves something running still warns, `TRITONSERVER_STOP_INCOMPLETE`).
+   */
   async [Symbol.asyncDispose](): Promise<void> {
     // The report is dropped here; stop() warns when something was left running.
     await this.stop();

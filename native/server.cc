@@ -823,22 +823,32 @@ Napi::Value ServerWrap::Metrics(const Napi::CallbackInfo& info) {
   });
 }
 
-// stop(waitSeconds) → Promise<{ complete, requestsInside, message }>.
+// stop(waitMs, bounded) → Promise<{ complete, requestsInside, message,
+// unfinished }>.
 // Requests in flight are cancelled first, so models that honour
-// cancellation finish at once; the others get waitSeconds to come back.
+// cancellation finish at once; the others get waitMs to come back.
 // Only then is Triton's stop called — with nothing of ours inside it, so it
 // unloads every model and the server can be deleted. A request that is
 // still inside after the wait defers both (ServerState::DeleteWhenEmpty):
 // Triton offers no way to unload models after a stop that ran out of time,
 // and deleting a server whose models are loaded crashes in their
-// destructors. Triton's own stop gets waitSeconds too, at least
-// kMinUnloadSeconds (SetUnloadTimeout). Idempotent.
+// destructors. Triton's own stop gets waitMs too, at least
+// kMinUnloadSeconds (SetUnloadTimeout).
+// `bounded` (stop({ timeoutMs })): the whole stop returns by waitMs. Triton's
+// stop then runs on a thread of its own (still with at least
+// kMinUnloadSeconds, so that it can finish and the server be deleted); when
+// it has not finished by the bound the report says `unfinished`, and the
+// thread deletes the server only if Triton's stop succeeds. Idempotent.
 Napi::Value ServerWrap::Stop(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  uint32_t wait_seconds = info.Length() > 0 && info[0].IsNumber()
-                              ? info[0].As<Napi::Number>().Uint32Value()
-                              : 30;
-  if (attached_) return Detach(env, wait_seconds);
+  const double wait_arg = info.Length() > 0 && info[0].IsNumber()
+                              ? info[0].As<Napi::Number>().DoubleValue()
+                              : 30000.0;
+  const auto wait = std::chrono::milliseconds(static_cast<int64_t>(
+      std::clamp(wait_arg, 0.0, 4294967295000.0)));
+  const bool bounded = info.Length() > 1 && info[1].IsBoolean() &&
+                       info[1].As<Napi::Boolean>().Value();
+  if (attached_) return Detach(env, wait);
   state_->stopping = true;
   // Regions go now; requests still using one keep it mapped until released.
   state_->shared_memory.Close();
@@ -846,27 +856,63 @@ Napi::Value ServerWrap::Stop(const Napi::CallbackInfo& info) {
   struct Report {
     size_t inside = 0;
     std::string message;
+    bool unfinished = false;
   };
   auto report = std::make_shared<Report>();
   return BlockingCall::Run(
       env,
-      [state = state_, wait_seconds, report](Outcome*) -> std::optional<Failure> {
-        if (!state->WaitUntilEmpty(std::chrono::seconds(wait_seconds))) {
+      [state = state_, wait, bounded, report](Outcome*) -> std::optional<Failure> {
+        using Clock = std::chrono::steady_clock;
+        const auto deadline = Clock::now() + wait;
+        if (!state->WaitUntilEmpty(wait)) {
           report->inside = state->RequestsInside();
           state->DeleteWhenEmpty();
           return std::nullopt;
         }
-        state->SetUnloadTimeout(wait_seconds);
-        if (auto message = state->StopAndDelete()) report->message = *message;
+        const uint32_t seconds = static_cast<uint32_t>(
+            std::min<int64_t>((wait.count() + 999) / 1000, 0xffffffffLL));
+        if (!bounded) {
+          state->SetUnloadTimeout(seconds);
+          if (auto message = state->StopAndDelete()) report->message = *message;
+          return std::nullopt;
+        }
+        struct Done {
+          std::mutex mutex;
+          std::condition_variable changed;
+          bool finished = false;
+          std::optional<std::string> message;
+        };
+        auto done = std::make_shared<Done>();
+        BackgroundDeletions::Started();
+        std::thread([state, seconds, done] {
+          state->SetUnloadTimeout(seconds);
+          std::optional<std::string> message = state->StopAndDelete();
+          {
+            std::lock_guard<std::mutex> lock(done->mutex);
+            done->finished = true;
+            done->message = std::move(message);
+          }
+          done->changed.notify_all();
+          BackgroundDeletions::Finished();
+        }).detach();
+        std::unique_lock<std::mutex> lock(done->mutex);
+        if (done->changed.wait_until(lock, deadline,
+                                     [&done] { return done->finished; })) {
+          if (done->message) report->message = *done->message;
+        } else {
+          report->unfinished = true;
+        }
         return std::nullopt;
       },
       [engine = engine_, report](Napi::Env env, Outcome&) -> Napi::Value {
         engine->Close();
         Napi::Object result = Napi::Object::New(env);
-        result.Set("complete", report->inside == 0 && report->message.empty());
+        result.Set("complete", report->inside == 0 && report->message.empty() &&
+                                   !report->unfinished);
         result.Set("requestsInside",
                    Napi::Number::New(env, static_cast<double>(report->inside)));
         result.Set("message", report->message);
+        result.Set("unfinished", report->unfinished);
         return result;
       });
 }
@@ -926,14 +972,14 @@ Napi::Value ServerWrap::Share(const Napi::CallbackInfo& info) {
 // An attached thread's stop(): cancels this thread's requests, waits for
 // them (up to waitSeconds), and lets go of the server — which goes on
 // serving its owner and other threads.
-Napi::Value ServerWrap::Detach(Napi::Env env, uint32_t wait_seconds) {
+Napi::Value ServerWrap::Detach(Napi::Env env, std::chrono::milliseconds wait) {
   closed_ = true;
   engine_->CancelAll();
   auto inside = std::make_shared<size_t>(0);
   return BlockingCall::Run(
       env,
-      [engine = engine_, wait_seconds, inside](Outcome*) -> std::optional<Failure> {
-        if (!engine->WaitUntilIdle(std::chrono::seconds(wait_seconds)))
+      [engine = engine_, wait, inside](Outcome*) -> std::optional<Failure> {
+        if (!engine->WaitUntilIdle(wait))
           *inside = engine->RequestsInside();
         return std::nullopt;
       },
@@ -944,6 +990,7 @@ Napi::Value ServerWrap::Detach(Napi::Env env, uint32_t wait_seconds) {
         result.Set("requestsInside",
                    Napi::Number::New(env, static_cast<double>(*inside)));
         result.Set("message", "");
+        result.Set("unfinished", false);
         return result;
       });
 }

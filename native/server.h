@@ -138,7 +138,7 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
   Napi::Value InFlight(const Napi::CallbackInfo& info);
   Napi::Value Share(const Napi::CallbackInfo& info);
   Napi::Value SharedMemory(const Napi::CallbackInfo& info);  // shared-memory.cc
-  Napi::Value Detach(Napi::Env env, uint32_t wait_seconds);
+  Napi::Value Detach(Napi::Env env, std::chrono::milliseconds wait);
   // This wrapper is closed (stopped, or detached from a shared server), or
   // the server itself is stopping.
   bool Closed() const { return closed_ || state_->stopping; }

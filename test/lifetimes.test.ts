@@ -187,6 +187,37 @@ describe('a Python stub that dies', () => {
       expect(report.requestsInside).toBe(0);
     }
   }, 60_000);
+
+  it('stop({ timeoutMs }) keeps its bound while the dead instance never unloads, and frees nothing under Triton', async () => {
+    const server = await startServer({ startupModels: ['slow', 'identity_fp32'], exitTimeoutSeconds: 30 });
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error): void => void warnings.push(warning);
+    process.on('warning', onWarning);
+    try {
+      const stub = childProcesses(process.pid, 'triton_python_backend_stub').find((s) => s.cmdline.includes('slow'));
+      expect(stub).toBeDefined();
+      process.kill(stub!.pid, 'SIGKILL');
+      const error = await rejection(server.model('slow').infer({ inputs: { INPUT0: new Float32Array(1), DELAY_MS: new Uint32Array([0]) } }));
+      expect(error.message).toMatch(/Stub process 'slow_0' is not healthy\./);
+      const started = Date.now();
+      const report = await server.stop({ timeoutMs: 2000 });
+      // Triton's own stop needs 10 s or more here (it never unloads the dead
+      // instance); stop() returned at its bound instead.
+      expect(Date.now() - started).toBeLessThan(8000);
+      expect(report.complete).toBe(false);
+      expect(report.requestsInside).toBe(0);
+      expect(report.message).toMatch(/Triton's stop had not finished unloading the models when stop\(\)'s bound \(2 s\) ran out/);
+      await new Promise((resolveTick) => setImmediate(resolveTick));
+      expect(warnings.map((w) => w.message)).toContain(report.message);
+      expect((await rejection(server.live())).code).toBe('UNAVAILABLE');
+      // Triton's stop runs out of its own (at least 10 s) exit timeout in the
+      // background and the server is left undeleted: the process goes on.
+      await sleep(11_000);
+      expect(liveObjects()).toMatchObject({ requests: 0, pending: 0 });
+    } finally {
+      process.off('warning', onWarning);
+    }
+  }, 60_000);
 });
 
 describe('requests held while thousands of others pass', () => {

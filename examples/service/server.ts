@@ -61,6 +61,11 @@ export const serviceOptionsSchema = z.object({
   tritonUrl: z.string().min(1).optional(),
   /** Remote mode: where /metrics reads Triton's metrics (default: port 8002 of the first target). */
   metricsUrl: z.string().url().optional(),
+  /**
+   * In-process: reload a Python model whose stub process died (the server
+   * option of that name). Meanwhile /healthz/ready answers 503.
+   */
+  recoverUnhealthyModels: z.boolean().default(true),
 });
 export type ServiceOptions = z.input<typeof serviceOptionsSchema>;
 
@@ -138,6 +143,7 @@ async function inProcess(options: z.output<typeof serviceOptionsSchema>): Promis
     modelRepository: options.modelRepository,
     modelControlMode: 'explicit',
     modelLoadRetryCount: 0, // a broken model fails the start instead of being retried forever
+    recoverUnhealthyModels: options.recoverUnhealthyModels, // /healthz/ready is 503 until it serves again
     ...(options.libraryPath ? { libraryPath: options.libraryPath } : {}),
     log: { info: false },
   });
