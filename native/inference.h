@@ -1,7 +1,8 @@
 // Inference for one server (one engine per thread that uses it). Requests
-// in: recorded on the JS thread, submitted once per tick (here, or by the
-// engine's submitter thread). Responses out: read and deleted on Triton's
-// threads, turned into JS values on the JS thread in one drain per tick.
+// in: recorded on the JS thread (request.cc), submitted once per tick (here,
+// or by the engine's submitter thread: submit.cc). Responses out: read and
+// deleted on Triton's threads (output-memory.cc, completions.cc), turned into
+// JS values on the JS thread in one drain per tick (drain.cc).
 #pragma once
 
 #include <napi.h>
@@ -68,7 +69,7 @@ class InferenceEngine {
   // infer(model, version, options, ...inputs) → token (see ParseRequest);
   // the request is recorded, and handed to Triton by the next Flush().
   Napi::Value Infer(const CallArgs& info);
-  // Submits what infer() calls of this tick left (see inference.cc); with
+  // Submits what infer() calls of this tick left (see submit.cc); with
   // `wait`, only after the submitter thread's earlier ones.
   void Flush(bool wait = false);
   void Cancel(Napi::Env env, uint64_t token);
@@ -185,7 +186,7 @@ class InferenceEngine {
   void NotEntered();
   void DrainOnJsThread(Napi::Env env, Napi::Function callback);
   // The small outputs (≤ 64 B) of one drain round, copied into one JS
-  // buffer (inference.cc OpenSmallOutputs).
+  // buffer (drain.cc OpenSmallOutputs).
   struct SmallOutputs {
     napi_value buffer = nullptr;
     char* data = nullptr;
