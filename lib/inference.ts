@@ -357,11 +357,57 @@ class OwnedResponse implements InferenceResponse {
 }
 
 /**
+ * The pending inferences listening to one abort signal, linked through
+ * their own fields. A signal gets one 'abort' listener, whatever the number
+ * of requests that share it (a connection's, a shutdown signal): adding and
+ * removing an EventTarget listener per request costs more than the rest of
+ * the request's JS on a server's hot path.
+ */
+class AbortWatchers {
+  head: PendingInference | undefined;
+
+  static #bySignal = new WeakMap<AbortSignal, AbortWatchers>();
+
+  static watch(signal: AbortSignal, waiter: PendingInference): void {
+    let watchers = AbortWatchers.#bySignal.get(signal);
+    if (watchers === undefined) {
+      const created = new AbortWatchers();
+      watchers = created;
+      AbortWatchers.#bySignal.set(signal, created);
+      signal.addEventListener('abort', () => created.abortAll(), { once: true });
+    }
+    waiter.abortList = watchers;
+    waiter.abortNext = watchers.head;
+    if (watchers.head !== undefined) watchers.head.abortPrev = waiter;
+    watchers.head = waiter;
+  }
+
+  static unwatch(waiter: PendingInference): void {
+    const watchers = waiter.abortList;
+    if (watchers === undefined) return;
+    const { abortPrev: prev, abortNext: next } = waiter;
+    if (prev !== undefined) prev.abortNext = next;
+    else watchers.head = next;
+    if (next !== undefined) next.abortPrev = prev;
+    waiter.abortList = waiter.abortPrev = waiter.abortNext = undefined;
+  }
+
+  abortAll(): void {
+    // Each one unlinks itself as it settles.
+    while (this.head !== undefined) this.head.handleEvent();
+  }
+}
+
+/**
  * One infer() call waiting for its response: one object per request, which
  * is also its abort listener (`handleEvent`), rather than a set of closures.
  */
 class PendingInference implements Waiter {
   token = 0;
+  /** Its place among the requests listening to the same signal (AbortWatchers). */
+  abortList: AbortWatchers | undefined;
+  abortPrev: PendingInference | undefined;
+  abortNext: PendingInference | undefined;
   epoch = 0;
   trace: Promise<InferenceTrace> | undefined;
   #version: number | undefined;
@@ -382,7 +428,7 @@ class PendingInference implements Waiter {
   /** Listens for the caller's abort signal and timeout. */
   arm(): void {
     const { signal, timeoutMs } = this.request;
-    signal?.addEventListener('abort', this, { once: true });
+    if (signal !== undefined) AbortWatchers.watch(signal, this);
     if (timeoutMs !== undefined) {
       this.#timer = setTimeout(() => {
         if (!this.#settle()) return;
@@ -453,7 +499,7 @@ class PendingInference implements Waiter {
     if (this.#settled) return false;
     this.#settled = true;
     if (this.#timer !== undefined) clearTimeout(this.#timer);
-    this.request.signal?.removeEventListener('abort', this);
+    AbortWatchers.unwatch(this);
     return true;
   }
 }

@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Server, Tensor, liveObjects, type TritonError, type DataType, type InferenceRequest, type InferenceResponse } from '../lib/index.js';
 import { collectGarbage, startServer, rejection } from './helpers.js';
@@ -440,6 +441,26 @@ describe('cancellation and timeouts', () => {
     expect(error.code).toBe('CANCELLED');
     expect(error.message).toBe('the request timed out after 50 ms');
     await expectNothingLive();
+  });
+
+  it('many requests share one signal: one listener on it, every one cancelled by its abort, none left listening', async () => {
+    const controller = new AbortController();
+    const signal = controller.signal;
+    // Requests that finish leave the signal as they found it.
+    for (let i = 0; i < 20; i++) await server.model('identity_fp32').infer({ inputs: { INPUT0: { shape: [1, 1], data: new Float32Array([i]) } }, signal });
+    expect(getEventListeners(signal, 'abort')).toHaveLength(1);
+    const pending = Array.from({ length: 5 }, () => server.model('slow').infer(slow(10_000, { signal })));
+    while (liveObjects().requests < 5) await new Promise((r) => setTimeout(r, 5));
+    expect(getEventListeners(signal, 'abort')).toHaveLength(1);
+    controller.abort('shutting down');
+    for (const request of pending) {
+      const error = await rejection(request);
+      expect(error.code).toBe('CANCELLED');
+      expect(error.cause).toBe('shutting down');
+    }
+    await expectNothingLive();
+    const after = await rejection(server.model('identity_fp32').infer({ inputs: { INPUT0: { shape: [1, 1], data: new Float32Array([1]) } }, signal }));
+    expect(after.message).toContain('aborted before it started');
   });
 
   it('a request that finishes in time is not affected by its timeout', async () => {
