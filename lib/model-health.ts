@@ -112,6 +112,8 @@ export class ModelHealth {
   readonly #recovering = new Map<string, Promise<void>>();
   readonly #backoff = new Map<string, { until: number; ms: number }>();
   readonly #listeners = new Map<ServerEventName, Set<(event: never) => void>>();
+  /** Models this thread has seen an instance of die (marked, recovered or not since). */
+  readonly #died = new Set<string>();
   #channel: BroadcastChannel | undefined;
   #host: HealthHost | undefined;
   #recover = false;
@@ -230,6 +232,7 @@ export class ModelHealth {
     local: boolean,
   ): void {
     const target = resolved ?? requestedModel;
+    this.#died.add(target);
     if (!this.#marks.has(target)) {
       this.#marks.set(target, { instance, epoch: ++this.epoch, requested: new Set() });
       this.count = this.#marks.size;
@@ -291,6 +294,17 @@ export class ModelHealth {
       )
       .finally(() => this.#recovering.delete(model));
     this.#recovering.set(model, recovery);
+  }
+
+  /**
+   * Models this thread has seen an instance of die. Triton keeps a dead
+   * instance's queued requests: its Python backend fails them one execution
+   * at a time, each after about a second of waiting for the dead stub's
+   * reply, cancelled or not (r25.07) — stop() names these models when
+   * requests are still inside.
+   */
+  diedModels(): string[] {
+    return [...this.#died];
   }
 
   /** The reloads under way (the chaos harness and tests await them). */

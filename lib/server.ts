@@ -196,12 +196,19 @@ export function backendDirectoryBeside(libraryPath: string): string | undefined 
   return existsSync(backends) ? backends : undefined;
 }
 
-function stopReport(report: NativeStopReport, bound: string): StopReport {
+function stopReport(report: NativeStopReport, bound: string, died: string[] = []): StopReport {
   if (report.complete) return { complete: true, requestsInside: 0, message: '' };
   const left = report.requestsInside;
+  // Requests queued on a Python instance whose stub died come back about one
+  // a second (one execution at a time), cancelled or not: name the cause.
+  const deadStubs =
+    died.length === 0
+      ? ''
+      : ` (${died.map((name) => `'${name}'`).join(', ')} had an instance whose Python stub died: Triton fails the requests` +
+        ` queued on such an instance one execution at a time, each after about a second, cancelled or not)`;
   const message =
     left > 0
-      ? `${left} request${left === 1 ? ' was' : 's were'} still running inside Triton when the exit timeout (${bound}) ran out;` +
+      ? `${left} request${left === 1 ? ' was' : 's were'} still running inside Triton when the exit timeout (${bound}) ran out${deadStubs};` +
         ` the server stops, unloads its models and is deleted once ${left === 1 ? 'it comes' : 'they come'} back`
       : report.unfinished
         ? `Triton's stop had not finished unloading the models when stop()'s bound (${bound}) ran out (a model that does not` +
@@ -681,13 +688,14 @@ export class Server implements InferenceServer, AsyncDisposable {
       }
     }
     this.#packageMetrics?.close();
+    const died = this.#inference.health.diedModels();
     this.#inference.health.close();
     // With a timeout the whole stop returns by it; without one, the exit
     // timeout bounds the wait for requests, and Triton's own stop gets at
     // least 10 s more to unload the models.
     const waitMs = boundMs ?? this.#exitTimeoutSeconds * 1000;
     const bound = boundMs === undefined ? `${this.#exitTimeoutSeconds} s` : boundMs % 1000 === 0 ? `${boundMs / 1000} s` : `${boundMs} ms`;
-    this.#stopping = this.#native.stop(waitMs, boundMs !== undefined).then((report) => stopReport(report, bound));
+    this.#stopping = this.#native.stop(waitMs, boundMs !== undefined).then((report) => stopReport(report, bound, died));
     return this.#stopping;
   }
 

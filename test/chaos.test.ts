@@ -31,5 +31,5 @@ describe('chaos harness (short, seeded)', () => {
     expect(faults.stopInFlight).toBe(1);
     expect(Object.values(faults).reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(10);
     expect((summary.outcomes as Record<string, number>).OK).toBeGreaterThan(0);
-  }, 180_000);
+  }, 400_000);
 });

@@ -6,9 +6,9 @@
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Client } from '../lib/client/index.js';
-import type { ModelRecoveredEvent, ModelUnhealthyEvent, Server, TritonError } from '../lib/index.js';
+import { liveObjects, type ModelRecoveredEvent, type ModelUnhealthyEvent, type Server, type TritonError } from '../lib/index.js';
 import { serveKServe } from '../lib/kserve/index.js';
-import { rejection, startServer } from './helpers.js';
+import { expectNoRequestsLive, rejection, startServer } from './helpers.js';
 import { childProcesses } from './proc.js';
 
 const servers: Server[] = [];
@@ -17,14 +17,21 @@ afterEach(async () => {
   for (const server of servers.splice(0)) await server.stop({ timeoutMs: 1000 });
 });
 
+// Stubs of earlier servers: on real Triton a server whose stub died is left
+// undeleted (its stop times out), with the stubs of its healthy instances.
+const earlierStubs = new Set<number>();
+
 async function started(options: Parameters<typeof startServer>[0]): Promise<Server> {
+  for (const stub of childProcesses(process.pid, 'triton_python_backend_stub')) earlierStubs.add(stub.pid);
   const server = await startServer(options);
   servers.push(server);
   return server;
 }
 
 function killStub(model: string): number {
-  const stubs = childProcesses(process.pid, 'triton_python_backend_stub').filter((stub) => stub.cmdline.includes(`${model}_0`) || stub.cmdline.includes(`/${model}/`));
+  const stubs = childProcesses(process.pid, 'triton_python_backend_stub').filter(
+    (stub) => !earlierStubs.has(stub.pid) && (stub.cmdline.includes(`${model}_0`) || stub.cmdline.includes(`/${model}/`)),
+  );
   expect(stubs.length).toBe(1);
   process.kill(stubs[0]!.pid, 'SIGKILL');
   return stubs[0]!.pid;
@@ -106,7 +113,41 @@ describe('a model whose Python stub died', () => {
     // Late failures of requests sent to the old instance trigger no second reload.
     await sleep(200);
     expect(loads).toHaveBeenCalledTimes(1);
-    expect(childProcesses(process.pid, 'triton_python_backend_stub').filter((stub) => stub.cmdline.includes('slow_0'))).toHaveLength(1);
+    expect(childProcesses(process.pid, 'triton_python_backend_stub').filter((stub) => !earlierStubs.has(stub.pid) && stub.cmdline.includes('slow_0'))).toHaveLength(1);
+    // (Real Triton fails the 40 requests queued on the dead instance about one a second.)
+  }, 120_000);
+
+  it('fails the requests queued on the dead instance one execution at a time, timed out or not; none stays inside, and stop() names the model', async () => {
+    // Real Triton r25.07: the Python backend waits about a second for a dead
+    // stub's reply to each execution before failing it, and a request that
+    // timed out or was cancelled while queued is not spared that wait.
+    const server = await started({ startupModels: ['slow'] });
+    const slow = server.model('slow');
+    await slow.infer(slowRequest(0));
+    killStub('slow');
+    const timedOut = Array.from({ length: 4 }, (_, i) => rejection(slow.infer({ ...slowRequest(i), timeoutMs: 200 })));
+    const waited = Array.from({ length: 2 }, (_, i) => rejection(slow.infer(slowRequest(10 + i))));
+    for (const error of await Promise.all(timedOut)) {
+      expect(error.code).toBe('CANCELLED');
+      expect(error.message).toMatch(/timed out after 200 ms/);
+    }
+    // Their promises settled; the requests themselves are still queued on the dead instance.
+    expect(liveObjects().requests).toBeGreaterThan(0);
+    for (const error of await Promise.all(waited)) {
+      expect(error.code).toBe('INTERNAL');
+      expect(error.message).toMatch(/^Stub process 'slow_0' is not healthy\. \(model 'slow' is unhealthy/);
+    }
+    // Triton releases every one of them (about one a second), none is left inside.
+    await expectNoRequestsLive(20_000);
+    // A stop while requests are queued there cannot wait them out; its report says why.
+    const queued = Array.from({ length: 4 }, (_, i) => slow.infer(slowRequest(i)).then(() => 'ok', (error: TritonError) => error.code));
+    await sleep(100);
+    const report = await server.stop({ timeoutMs: 500 });
+    expect(report.complete).toBe(false);
+    expect(report.requestsInside).toBeGreaterThan(0);
+    expect(report.message).toMatch(/'slow' had an instance whose Python stub died: Triton fails the requests queued on such an instance one execution at a time/);
+    expect(new Set(await Promise.all(queued))).toEqual(new Set(['INTERNAL']));
+    await expectNoRequestsLive(20_000);
   }, 60_000);
 
   it('in an ensemble step, marks the ensemble and reloads the step', async () => {

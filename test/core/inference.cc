@@ -658,6 +658,10 @@ RespondErrorAndRelease(TRITONSERVER_InferenceRequest* r, const Status& st)
   ReleaseRequest(r);
 }
 
+// How long real Triton's Python backend waits for a dead stub's reply
+// before it fails an execution (its message-queue timeout, 1 s).
+constexpr int kDeadStubReplyWaitMs = 1000;
+
 // One execution: the requests the scheduler took from the queue together.
 void
 Process(const std::vector<Job>& jobs)
@@ -676,6 +680,16 @@ Process(const std::vector<Job>& jobs)
     std::shared_ptr<ExecContext> ctx = std::make_shared<ExecContext>();
   };
   std::vector<std::unique_ptr<Item>> items;
+  // A Python instance whose stub died: real Triton's backend sends each
+  // execution to the stub and waits about a second for a reply before it
+  // fails the execution's requests, one execution at a time, and a request
+  // cancelled (or timed out) while queued is not spared that wait (observed
+  // on r25.07, TRITON_FACTS.md "A Python stub that dies"). So requests
+  // queued on a dead instance come back about one a second.
+  const bool stub_dead = model->stubs && !model->stubs->Unhealthy().empty();
+  if (stub_dead) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(kDeadStubReplyWaitMs));
+  }
   for (const Job& job : jobs) {
     TRITONSERVER_InferenceRequest* r = job.request;
     if (model->metrics) {
@@ -684,9 +698,10 @@ Process(const std::vector<Job>& jobs)
     r->state = RequestState::kExecuting;
     TRITONSERVER_InferenceTrace* trace = r->trace;
     r->trace = nullptr;
-    // Cancelled or timed out while waiting in the queue.
-    if (r->shared->cancelled.load() ||
-        (job.deadline_ns != 0 && start_ns > job.deadline_ns)) {
+    // Cancelled or timed out while waiting in the queue (not on a dead
+    // stub: that fails it below, as Triton does).
+    if (!stub_dead && (r->shared->cancelled.load() ||
+                       (job.deadline_ns != 0 && start_ns > job.deadline_ns))) {
       const bool cancelled = r->shared->cancelled.load();
       const uint64_t request_start_ns = r->request_start_ns;
       RespondErrorAndRelease(
