@@ -414,6 +414,30 @@ function readOutputTensor(reader: Reader): WireOutputTensor {
   return tensor;
 }
 
+/** Fields 1–4, which ModelInferRequest and ModelInferResponse share; false for any other field. */
+function readCommonField(
+  reader: Reader,
+  field: number,
+  into: { model_name: string; model_version: string; id: string; parameters: Record<string, string | number | boolean> },
+): boolean {
+  switch (field) {
+    case 1:
+      into.model_name = reader.string();
+      return true;
+    case 2:
+      into.model_version = reader.string();
+      return true;
+    case 3:
+      into.id = reader.string();
+      return true;
+    case 4:
+      readMapEntry(reader.sub(), into.parameters);
+      return true;
+    default:
+      return false;
+  }
+}
+
 function readInferResponse(reader: Reader): WireInferResponse {
   const response: WireInferResponse = { model_name: '', model_version: '', id: '', parameters: {}, outputs: [], raw_output_contents: [] };
   const buffer = reader.buffer;
@@ -425,19 +449,8 @@ function readInferResponse(reader: Reader): WireInferResponse {
       reader.skip(type);
       continue;
     }
+    if (readCommonField(reader, field, response)) continue;
     switch (field) {
-      case 1:
-        response.model_name = reader.string();
-        break;
-      case 2:
-        response.model_version = reader.string();
-        break;
-      case 3:
-        response.id = reader.string();
-        break;
-      case 4:
-        readMapEntry(reader.sub(), response.parameters);
-        break;
       case 5:
         response.outputs.push(readOutputTensor(reader.sub()));
         break;
@@ -618,19 +631,8 @@ export function decodeModelInferRequest(message: Buffer, start = 0, end = messag
       reader.skip(type);
       continue;
     }
+    if (readCommonField(reader, field, request)) continue;
     switch (field) {
-      case 1:
-        request.model_name = reader.string();
-        break;
-      case 2:
-        request.model_version = reader.string();
-        break;
-      case 3:
-        request.id = reader.string();
-        break;
-      case 4:
-        readMapEntry(reader.sub(), request.parameters);
-        break;
       case 5:
         request.inputs.push(readInputTensor(reader.sub()));
         break;
