@@ -54,7 +54,7 @@ afterEach(async () => {
   await expectNoRequestsLive();
   await collectGarbage();
   expect(liveObjects()).toMatchObject({ requests: 0, responses: 0, inputReferences: 0, pending: 0 });
-  expect(liveSharedMemoryMappings()).toBe(0);
+  await vi.waitFor(() => expect(liveSharedMemoryMappings()).toBe(0), { timeout: 5_000 });
 });
 afterAll(async () => {
   client?.close();
