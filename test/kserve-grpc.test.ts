@@ -425,6 +425,42 @@ describe('gRPC transport (node:http2)', () => {
     }
   });
 
+  it('ends a stream whose compressed message cannot be read, while the client still has it open', async () => {
+    const session = http2.connect(`http://127.0.0.1:${frontends.grpc?.port}`);
+    try {
+      const stream = session.request({
+        ':method': 'POST',
+        ':path': '/inference.GRPCInferenceService/ModelStreamInfer',
+        'content-type': 'application/grpc',
+        te: 'trailers',
+        'grpc-encoding': 'gzip',
+      });
+      const corrupt = Buffer.from('not gzip at all');
+      const framed = Buffer.alloc(5 + corrupt.length);
+      framed[0] = 1;
+      framed.writeUInt32BE(corrupt.length, 1);
+      corrupt.copy(framed, 5);
+      stream.write(framed); // and no end: the failure must not wait for it
+      const status = await new Promise<{ code: number; message: string }>((resolve, reject) => {
+        let headers: http2.IncomingHttpHeaders = {};
+        stream.on('response', (h) => {
+          headers = h;
+        });
+        // The server's status comes with its RST_STREAM NO_ERROR: the stream closes although this side never ended it.
+        stream.on('trailers', (h) => resolve({ code: Number(h['grpc-status']), message: decodeURIComponent(String(h['grpc-message'] ?? '')) }));
+        stream.on('close', () => resolve({ code: Number(headers['grpc-status']), message: decodeURIComponent(String(headers['grpc-message'] ?? '')) }));
+        stream.on('error', reject);
+        stream.on('data', () => {});
+      });
+      expect(status.code).toBe(grpc.status.INTERNAL);
+      expect(status.message).toContain('could not decompress a gzip message');
+    } finally {
+      session.close();
+    }
+    while ((frontends.grpc?.inFlight ?? 0) > 0) await new Promise((r) => setTimeout(r, 10));
+    expect(await call('ServerLive', {})).toEqual({ live: true });
+  });
+
   it('answers an unknown method UNIMPLEMENTED and a malformed message INVALID_ARGUMENT', async () => {
     const port = frontends.grpc?.port as number;
     const unknown = await rawCall(port, 'NoSuchMethod', Buffer.alloc(0), false);

@@ -343,6 +343,7 @@ class Call {
       const trailers: OutgoingHttpHeaders = { 'grpc-status': String(status.code) };
       if (status.message !== '') trailers['grpc-message'] = percentEncode(status.message);
       this.stream.sendTrailers(trailers);
+      this.#stopClient();
     });
   }
 
@@ -407,6 +408,16 @@ class Call {
     };
     if (status.message !== '') headers['grpc-message'] = percentEncode(status.message);
     this.stream.respond(headers, { endStream: true });
+    this.#stopClient();
+  }
+
+  /**
+   * The status is sent: a client still sending (a stream that failed) is
+   * told to stop with RST_STREAM NO_ERROR, as gRPC servers do, so neither
+   * the stream nor its connection waits for a half-close that may never come.
+   */
+  #stopClient(): void {
+    if (!this.stream.readableEnded && !this.stream.closed) this.stream.close(http2.constants.NGHTTP2_NO_ERROR);
   }
 
   #finished = false;
@@ -421,29 +432,38 @@ class Call {
   /** Reads the request messages (decompressed), `limit` bytes at most each. */
   read(limit: number, onMessage: (message: Buffer) => void, onEnd: () => void): void {
     const encoding = String(this.headers['grpc-encoding'] ?? 'identity');
-    let delivery: Promise<void> = Promise.resolve();
+    const inflate = async (message: Buffer): Promise<Buffer> => {
+      if (encoding !== 'gzip' && encoding !== 'deflate') {
+        throw new CallError(STATUS.UNIMPLEMENTED, `a compressed message with grpc-encoding '${encoding}', which this server does not take (it takes ${ACCEPT_ENCODING})`);
+      }
+      try {
+        // Inflated with the limit applied to the inflated size: a zip bomb costs at most `limit` bytes.
+        return await (encoding === 'gzip' ? gunzipAsync : inflateAsync)(message, { maxOutputLength: limit });
+      } catch (error) {
+        const code = (error as { code?: string }).code;
+        if (code === 'ERR_BUFFER_TOO_LARGE') throw new CallError(STATUS.RESOURCE_EXHAUSTED, `Received message larger than max (inflated past ${limit} bytes)`);
+        throw new CallError(STATUS.INTERNAL, `could not decompress a ${encoding} message: ${(error as Error).message}`);
+      }
+    };
+    /** Messages waiting behind one being inflated, in order; undefined when none is (the usual case: delivered at once). */
+    let inflating: Promise<void> | undefined;
     const deliver = (message: Buffer, compressed: boolean): void => {
-      if (!compressed) {
-        delivery = delivery.then(() => {
-          if (!this.#ended) onMessage(message);
-        });
+      if (!compressed && inflating === undefined) {
+        if (!this.#ended) onMessage(message);
         return;
       }
-      delivery = delivery.then(async () => {
-        if (encoding !== 'gzip' && encoding !== 'deflate') {
-          throw new CallError(STATUS.UNIMPLEMENTED, `a compressed message with grpc-encoding '${encoding}', which this server does not take (it takes ${ACCEPT_ENCODING})`);
-        }
-        let plain: Buffer;
-        try {
-          // Inflated with the limit applied to the inflated size: a zip bomb costs at most `limit` bytes.
-          plain = await (encoding === 'gzip' ? gunzipAsync : inflateAsync)(message, { maxOutputLength: limit });
-        } catch (error) {
-          const code = (error as { code?: string }).code;
-          if (code === 'ERR_BUFFER_TOO_LARGE') throw new CallError(STATUS.RESOURCE_EXHAUSTED, `Received message larger than max (inflated past ${limit} bytes)`);
-          throw new CallError(STATUS.INTERNAL, `could not decompress a ${encoding} message: ${(error as Error).message}`);
-        }
-        if (!this.#ended) onMessage(plain);
-      });
+      const current: Promise<void> = (inflating ?? Promise.resolve())
+        .then(async () => {
+          if (this.#ended) return;
+          const plain = compressed ? await inflate(message) : message;
+          if (!this.#ended) onMessage(plain);
+        })
+        // A message that cannot be read ends the call, whether or not the client has finished sending.
+        .catch((error: unknown) => this.fail(statusOf(error)))
+        .then(() => {
+          if (inflating === current) inflating = undefined;
+        });
+      inflating = current;
     };
     const deframer = new Deframer(limit, deliver);
     this.stream.on('data', (chunk: Buffer) => {
@@ -451,17 +471,15 @@ class Call {
       const tooLarge = deframer.push(chunk);
       if (tooLarge !== undefined) this.fail({ code: STATUS.RESOURCE_EXHAUSTED, message: `Received message larger than max (${tooLarge} vs. ${limit})` });
     });
+    const finish = (): void => {
+      if (this.#ended) return;
+      if (deframer.pending > 0) this.fail({ code: STATUS.INTERNAL, message: 'the request ended inside a message' });
+      else onEnd();
+    };
     this.stream.once('end', () => {
-      delivery.then(
-        () => {
-          if (this.#ended) return;
-          if (deframer.pending > 0) this.fail({ code: STATUS.INTERNAL, message: 'the request ended inside a message' });
-          else onEnd();
-        },
-        (error: unknown) => this.fail(statusOf(error)),
-      );
+      if (inflating === undefined) finish();
+      else void inflating.then(finish);
     });
-    delivery.catch(() => undefined);
   }
 }
 
