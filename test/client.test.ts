@@ -340,3 +340,45 @@ describe('shared memory over the remote client', () => {
     }
   });
 });
+
+describe('a gRPC server that sends what cannot be read', () => {
+  it('ends the call INTERNAL at once when a compressed message does not inflate, though the server keeps the stream open', async () => {
+    const { loadInferenceMessages } = await import('../lib/kserve/proto.js');
+    const messages = await loadInferenceMessages('test');
+    const h2 = (await import('node:http2')).createServer();
+    h2.on('stream', (stream, headers) => {
+      const method = String(headers[':path']).split('/').pop() as string;
+      stream.on('data', () => {});
+      stream.on('end', () => {
+        if (method !== 'ServerMetadata') {
+          // Health checks and the rest: a proper answer.
+          const body = messages[method]!.responseSerialize(method === 'ServerReady' ? { ready: true } : { live: true });
+          const frame = Buffer.alloc(5 + body.length);
+          frame.writeUInt32BE(body.length, 1);
+          body.copy(frame, 5);
+          stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
+          stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
+          stream.end(frame);
+          return;
+        }
+        const corrupt = Buffer.from('not gzip at all');
+        const frame = Buffer.alloc(5 + corrupt.length);
+        frame[0] = 1;
+        frame.writeUInt32BE(corrupt.length, 1);
+        corrupt.copy(frame, 5);
+        stream.respond({ ':status': 200, 'content-type': 'application/grpc', 'grpc-encoding': 'gzip' });
+        stream.write(frame); // and never a status
+      });
+    });
+    await new Promise<void>((done) => h2.listen(0, '127.0.0.1', done));
+    const client = await Client.connect(`grpc://127.0.0.1:${(h2.address() as { port: number }).port}`, { retry: { attempts: 1 } });
+    try {
+      const error = await rejection(client.metadata());
+      expect(error.code).toBe('INTERNAL');
+      expect(error.message).toContain('could not read a compressed message');
+    } finally {
+      await client.close();
+      await new Promise<void>((done) => h2.close(() => done()));
+    }
+  });
+});

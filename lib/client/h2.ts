@@ -188,11 +188,17 @@ export class GrpcConnection {
         });
         return;
       }
-      delivery = delivery.then(async () => {
-        if (encoding !== 'gzip') throw new Error(`a compressed message with grpc-encoding '${encoding}'`);
-        const plain = await gunzipAsync(bytes);
-        if (!ended) handlers.message(plain);
-      });
+      delivery = delivery
+        .then(async () => {
+          if (encoding !== 'gzip') throw new Error(`a compressed message with grpc-encoding '${encoding}'`);
+          const plain = await gunzipAsync(bytes);
+          if (!ended) handlers.message(plain);
+        })
+        // Ends the call at once, whether or not the server goes on sending.
+        .catch((error: unknown) => {
+          end({ code: STATUS.INTERNAL, message: `could not read a compressed message: ${(error as Error).message}` });
+          if (!stream.closed) stream.close(http2.constants.NGHTTP2_CANCEL);
+        });
     });
     const statusOf = (h: IncomingHttpHeaders): CallEnd | undefined => {
       const code = h['grpc-status'];
@@ -218,25 +224,22 @@ export class GrpcConnection {
       status ??= statusOf(h);
       // The status ends the call: settle now rather than at the stream's 'close', ticks later.
       const settled = status;
-      if (settled !== undefined) void delivery.then(() => end(settled), () => undefined);
+      if (settled !== undefined) void delivery.then(() => end(settled));
     });
     stream.on('error', (error: unknown) => {
       failure ??= error;
     });
     stream.on('close', () => {
-      delivery.then(
-        () => {
-          if (status !== undefined) end(status);
-          else if (cancelled) end({ code: STATUS.CANCELLED, message: 'cancelled by the client' });
-          else {
-            const cause = failure ?? new Error(`the stream closed without a status (RST_STREAM ${stream.rstCode})`);
-            const code = (cause as { code?: string }).code;
-            const sent = connectedAtStart || !(code === 'ECONNREFUSED' || code === 'ETIMEDOUT' || code === 'ENOTFOUND' || code === 'EHOSTUNREACH');
-            end({ code: STATUS.UNAVAILABLE, message: (cause as Error).message ?? String(cause), connection: { sent, cause } });
-          }
-        },
-        (error: unknown) => end({ code: STATUS.INTERNAL, message: `could not read a compressed message: ${(error as Error).message}` }),
-      );
+      void delivery.then(() => {
+        if (status !== undefined) end(status);
+        else if (cancelled) end({ code: STATUS.CANCELLED, message: 'cancelled by the client' });
+        else {
+          const cause = failure ?? new Error(`the stream closed without a status (RST_STREAM ${stream.rstCode})`);
+          const code = (cause as { code?: string }).code;
+          const sent = connectedAtStart || !(code === 'ECONNREFUSED' || code === 'ETIMEDOUT' || code === 'ENOTFOUND' || code === 'EHOSTUNREACH');
+          end({ code: STATUS.UNAVAILABLE, message: (cause as Error).message ?? String(cause), connection: { sent, cause } });
+        }
+      });
     });
     const compress = this.#options.compress;
     return {
