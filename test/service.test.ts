@@ -7,12 +7,13 @@ import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import { buildService, type Service } from '../examples/service/server.js';
 import { Server, formatModelConfig, parseModelConfig } from '../lib/index.js';
 import { serveKServe, type KServeFrontends } from '../lib/kserve/index.js';
 import { REPO_ROOT } from './helpers.js';
+import { childProcesses } from './proc.js';
 
 const SERVER = resolve(REPO_ROOT, 'examples/service/server.ts');
 const REPOSITORY = resolve(REPO_ROOT, 'examples/model_repository');
@@ -340,4 +341,57 @@ describe('service error mapping (in-process)', () => {
     const ready = await service.app.inject({ method: 'GET', url: '/healthz/ready' });
     expect(ready.statusCode).toBe(503);
   });
+});
+
+describe('service readiness when a model’s Python stub dies (in-process)', () => {
+  let service: Service | undefined;
+  afterAll(async () => {
+    // A dead instance never finishes unloading on real Triton r25.07: a bounded stop.
+    await (service?.server as Server | undefined)?.stop({ timeoutMs: 2000 });
+    await service?.app.close();
+  });
+
+  it('/healthz/ready answers 503 while text_processor’s stub is dead, and 200 once the model is loaded again', async () => {
+    const before = new Set(childProcesses(process.pid, 'triton_python_backend_stub').map((stub) => stub.pid));
+    service = await buildService({ modelRepository: REPOSITORY, recoverUnhealthyModels: false });
+    const ready = async () => (await service!.app.inject({ method: 'GET', url: '/healthz/ready' })).statusCode;
+    const sentiment = () => service!.app.inject({ method: 'POST', url: '/v1/sentiment', payload: { texts: ['I love it'] } });
+    expect(await ready()).toBe(200);
+    expect((await sentiment()).statusCode).toBe(200);
+
+    const stubs = childProcesses(process.pid, 'triton_python_backend_stub').filter(
+      (stub) => !before.has(stub.pid) && stub.cmdline.includes('text_processor'),
+    );
+    expect(stubs).toHaveLength(1);
+    process.kill(stubs[0]!.pid, 'SIGKILL');
+    const failed = await sentiment();
+    expect(failed.statusCode).toBe(500);
+    expect(failed.json()).toMatchObject({ code: 'INTERNAL', error: expect.stringContaining("Stub process 'text_processor_0' is not healthy") });
+    expect(await ready()).toBe(503);
+
+    // The README's recipe (recoverUnhealthyModels does it by itself): load the model again.
+    await (service.server as Server).loadModel('text_processor');
+    expect(await ready()).toBe(200);
+    const healed = await sentiment();
+    expect(healed.statusCode).toBe(200);
+    expect((healed.json() as { scores: number[] }).scores[0]).toBeGreaterThan(0.5);
+  }, 60_000);
+
+  it('with recoverUnhealthyModels (the default) it is ready again by itself', async () => {
+    await (service?.server as Server | undefined)?.stop({ timeoutMs: 2000 });
+    await service?.app.close();
+    const before = new Set(childProcesses(process.pid, 'triton_python_backend_stub').map((stub) => stub.pid));
+    service = await buildService({ modelRepository: REPOSITORY });
+    const ready = async () => (await service!.app.inject({ method: 'GET', url: '/healthz/ready' })).statusCode;
+    const sentiment = () => service!.app.inject({ method: 'POST', url: '/v1/sentiment', payload: { texts: ['I love it'] } });
+    expect((await sentiment()).statusCode).toBe(200);
+    const stubs = childProcesses(process.pid, 'triton_python_backend_stub').filter(
+      (stub) => !before.has(stub.pid) && stub.cmdline.includes('text_processor'),
+    );
+    expect(stubs).toHaveLength(1);
+    process.kill(stubs[0]!.pid, 'SIGKILL');
+    expect((await sentiment()).statusCode).toBe(500);
+    await vi.waitFor(async () => expect(await ready()).toBe(200), { timeout: 30_000, interval: 100 });
+    expect((await sentiment()).statusCode).toBe(200);
+  }, 60_000);
 });
