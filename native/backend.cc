@@ -73,6 +73,9 @@ struct Channel {
   // ends) nobody touches tsfn again, so it may be freed with the environment.
   std::mutex mutex;
   bool open = true;
+  // Models bound on this thread (JS thread only): while there are any, the
+  // thread is kept alive, as a listening server keeps it.
+  size_t bound = 0;
 
   bool Post(Message* message) {
     std::lock_guard<std::mutex> lock(mutex);
@@ -178,6 +181,11 @@ void EndBatch(napi_env env, Batch& batch, std::optional<Failure> failure) {
 }
 
 void Ignore(const TritonApi& api, TRITONSERVER_Error* err) { TakeError(api, err); }
+
+Failure ThreadEnded(const std::string& model) {
+  return Failure{TRITONSERVER_ERROR_UNAVAILABLE,
+                 "bound model '" + model + "': the JavaScript thread that serves it has ended"};
+}
 
 // ---- the instance thread ----
 
@@ -470,10 +478,14 @@ void CallJs(Napi::Env env, Napi::Function dispatcher, Channel* channel,
       dispatcher.Call({model, id, RequestsToJs(env, *batch, channel->copy_inputs)});
     }
   } catch (const Napi::Error& error) {
-    // The dispatcher never throws by design (lib/bound-model.ts); if it
-    // does, its batch must still end.
+    // The dispatcher never throws by design (lib/bound-model.ts): this is a
+    // thread being terminated (an exception without a message), or a bug.
+    // Either way the batch must end.
+    std::string message = error.Message();
     if (TakeBatch(batch->id))
-      EndBatch(env, *batch, Failure{TRITONSERVER_ERROR_INTERNAL, error.Message()});
+      EndBatch(env, *batch,
+               message.empty() ? ThreadEnded(batch->model->name)
+                               : Failure{TRITONSERVER_ERROR_INTERNAL, message});
   }
 }
 
@@ -615,7 +627,7 @@ Napi::Value SetDispatcher(const Napi::CallbackInfo& info) {
   channel->copy_inputs = info[1].ToBoolean().Value();
   channel->tsfn = ChannelFn::New(env, info[0].As<Napi::Function>(),
                                  "tritonserver-node bound model", 0, 1, channel.get());
-  // Bound models alone do not keep the process alive.
+  // Kept alive only while a model is bound (Bind/Unbind).
   channel->tsfn.Unref(env);
   g_channels[env] = channel;
   // Added after the thread-safe function's own hook, so it runs first.
@@ -640,6 +652,7 @@ Napi::Value Bind(const Napi::CallbackInfo& info) {
   model->batching = info[2].ToBoolean().Value();
   model->channel = channel->second;
   g_models[name] = model;
+  if (channel->second->bound++ == 0) channel->second->tsfn.Ref(env);
   return env.Undefined();
 }
 
@@ -651,7 +664,9 @@ Napi::Value Unbind(const Napi::CallbackInfo& info) {
   auto found = g_models.find(name);
   if (found == g_models.end() || found->second->channel->env != env)
     return Napi::Boolean::New(env, false);
+  Channel& channel = *found->second->channel;
   g_models.erase(found);
+  if (--channel.bound == 0) channel.tsfn.Unref(env);
   return Napi::Boolean::New(env, true);
 }
 
@@ -691,10 +706,7 @@ void EndChannel(napi_env env, bool remove_hook) {
   if (remove_hook) napi_remove_env_cleanup_hook(env, CleanupHook, env);
   Napi::HandleScope scope(env);
   for (auto& batch : batches) {
-    EndBatch(env, *batch,
-             Failure{TRITONSERVER_ERROR_UNAVAILABLE,
-                     "bound model '" + batch->model->name +
-                         "': the JavaScript thread that serves it has ended"});
+    EndBatch(env, *batch, ThreadEnded(batch->model->name));
   }
 }
 
@@ -838,9 +850,7 @@ TSN_BACKEND_EXPORT TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(
     if (tsn::TakeBatch(batch->id)) {
       std::lock_guard<std::mutex> lock(batch->mutex);
       batch->ended = true;
-      batch->failure = Failure{TRITONSERVER_ERROR_UNAVAILABLE,
-                               "bound model '" + batch->model->name +
-                                   "': the JavaScript thread that serves it has ended"};
+      batch->failure = tsn::ThreadEnded(batch->model->name);
     }
   }
   tsn::WaitForJs(*batch, channel);
