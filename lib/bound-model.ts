@@ -174,13 +174,13 @@ function failureOf(error: unknown, model: string): NativeBoundFailure {
 // This thread's handlers, and the batches they run.
 
 const bindings = new Map<string, Binding>();
-/** Cancellation of each request of the batches running on this thread. */
-const running = new Map<number, AbortController[]>();
+/** The requests of the batches running on this thread, for cancellation. */
+const running = new Map<number, BatchRequest[]>();
 let dispatcherSet = false;
 
 function dispatch(model: string, batchId: number, requests: NativeBoundRequest[] | null, cancelledIndex?: number): void {
   if (requests === null) {
-    running.get(batchId)?.[cancelledIndex ?? -1]?.abort(new TritonError('CANCELLED', 'the request was cancelled'));
+    running.get(batchId)?.[cancelledIndex ?? -1]?.cancel();
     return;
   }
   const binding = bindings.get(model);
@@ -193,10 +193,9 @@ function dispatch(model: string, batchId: number, requests: NativeBoundRequest[]
 
 async function runBatch(binding: Binding, batchId: number, natives: NativeBoundRequest[]): Promise<void> {
   const { name } = binding.definition;
-  const controllers = natives.map(() => new AbortController());
-  running.set(batchId, controllers);
+  const requests = natives.map((request) => new BatchRequest(request));
+  running.set(batchId, requests);
   try {
-    const requests = natives.map((request, i) => boundRequest(request, controllers[i]!.signal));
     const batched = (binding.definition.maxBatchSize ?? 0) > 0;
     const sizes = requests.map((request) => (batched ? batchSizeOf(request) : 1));
     const context: BoundContext = {
@@ -224,11 +223,49 @@ async function runBatch(binding: Binding, batchId: number, natives: NativeBoundR
   }
 }
 
-function boundRequest([id, inputs, parameters, requestedOutputs, correlationId]: NativeBoundRequest, signal: AbortSignal): BoundRequest {
-  const tensors: Record<string, Tensor> = {};
-  for (const [name, datatype, shape, data] of inputs) tensors[name] = outputTensor(name, datatype, shape, data);
-  return { id, inputs: tensors, parameters: Object.fromEntries(parameters), requestedOutputs, correlationId, signal };
+/**
+ * A request of a running batch. Its AbortController is made on first use of
+ * `signal` (most handlers never look), or aborted at once if the request was
+ * cancelled before.
+ */
+class BatchRequest implements BoundRequest {
+  readonly id: string;
+  readonly inputs: Record<string, Tensor>;
+  readonly parameters: Record<string, string | number | boolean>;
+  readonly requestedOutputs: string[];
+  readonly correlationId: number;
+  #controller: AbortController | undefined;
+  #cancelled = false;
+
+  constructor([id, inputs, parameters, requestedOutputs, correlationId]: NativeBoundRequest) {
+    this.id = id;
+    this.inputs = {};
+    for (const [name, datatype, shape, data] of inputs) this.inputs[name] = outputTensor(name, datatype, shape, data);
+    this.parameters = parameters.length === 0 ? {} : Object.fromEntries(parameters);
+    this.requestedOutputs = requestedOutputs;
+    this.correlationId = correlationId;
+  }
+
+  get signal(): AbortSignal {
+    if (this.#controller === undefined) {
+      this.#controller = new AbortController();
+      if (this.#cancelled) this.#controller.abort(cancelledError());
+    }
+    return this.#controller.signal;
+  }
+
+  get aborted(): boolean {
+    return this.#cancelled;
+  }
+
+  cancel(): void {
+    if (this.#cancelled) return;
+    this.#cancelled = true;
+    this.#controller?.abort(cancelledError());
+  }
 }
+
+const cancelledError = (): TritonError => new TritonError('CANCELLED', 'the request was cancelled');
 
 function batchSizeOf(request: BoundRequest): number {
   const first = Object.values(request.inputs)[0];
@@ -251,7 +288,7 @@ function answer(binding: Binding, batchId: number, index: number, request: Bound
   native.boundModels.send(batchId, index, outputs, failure, final);
 }
 
-async function stream(binding: Binding, batchId: number, index: number, request: BoundRequest, batchSize: number, result: unknown): Promise<void> {
+async function stream(binding: Binding, batchId: number, index: number, request: BatchRequest, batchSize: number, result: unknown): Promise<void> {
   const { name } = binding.definition;
   if (result instanceof Error) {
     native.boundModels.send(batchId, index, null, failureOf(result, name), true);
@@ -264,7 +301,7 @@ async function stream(binding: Binding, batchId: number, index: number, request:
   }
   try {
     for await (const outputs of result) {
-      if (request.signal.aborted) break;
+      if (request.aborted) break;
       answer(binding, batchId, index, request, batchSize, outputs, false);
     }
     native.boundModels.send(batchId, index, null, null, true);
