@@ -135,8 +135,19 @@ struct Batch {
   // detached when the batch ends.
   std::vector<napi_ref> views;
 
+  // Responses JS made, for the instance thread to send in order: sending
+  // runs Triton's response path (the caller's completion), which has no
+  // business on the JS thread. A null response sends only the flags.
+  struct Outgoing {
+    size_t index;
+    TRITONBACKEND_Response* response;
+    uint32_t flags;
+    std::optional<Failure> failure;
+  };
+
   std::mutex mutex;
-  std::condition_variable ended_cv;
+  std::condition_variable ended_cv;  // ended, or something to send
+  std::vector<Outgoing> outgoing;
   bool ended = false;
   std::optional<Failure> failure;  // why the batch ended without answers
 };
@@ -352,10 +363,38 @@ bool Cancelled(const TritonApi& api, const Item& item) {
 }
 
 // Waits until JS ends the batch, telling it of requests cancelled meanwhile.
+void SendOutgoing(Batch& batch, std::vector<Batch::Outgoing>& outgoing) {
+  const TritonApi& api = *batch.api;
+  for (Batch::Outgoing& out : outgoing) {
+    if (out.response == nullptr) {
+      Ignore(api, api.backend.ResponseFactorySendFlags(batch.items[out.index].factory, out.flags));
+      continue;
+    }
+    TRITONSERVER_Error* err =
+        out.failure ? api.ErrorNew(out.failure->code, out.failure->message.c_str()) : nullptr;
+    Ignore(api, api.backend.ResponseSend(out.response, out.flags, err));
+    if (err != nullptr) api.ErrorDelete(err);
+  }
+  outgoing.clear();
+}
+
+// Sends what JS answers until it ends the batch, and tells it of requests
+// cancelled meanwhile (looked for every kCancelPoll).
 void WaitForJs(Batch& batch, Channel& channel) {
+  std::vector<Batch::Outgoing> sending;
+  auto next_poll = Clock::now() + kCancelPoll;
   std::unique_lock<std::mutex> lock(batch.mutex);
-  while (!batch.ended) {
-    if (batch.ended_cv.wait_for(lock, kCancelPoll, [&] { return batch.ended; })) break;
+  for (;;) {
+    batch.ended_cv.wait_until(lock, next_poll,
+                              [&] { return batch.ended || !batch.outgoing.empty(); });
+    if (!batch.outgoing.empty()) {
+      sending.swap(batch.outgoing);
+      lock.unlock();
+      SendOutgoing(batch, sending);
+      lock.lock();
+    }
+    if (batch.ended && batch.outgoing.empty()) return;
+    if (Clock::now() < next_poll) continue;
     lock.unlock();
     for (size_t i = 0; i < batch.items.size(); ++i) {
       Item& item = batch.items[i];
@@ -363,6 +402,7 @@ void WaitForJs(Batch& batch, Channel& channel) {
       item.cancel_told = true;
       channel.Post(new Message{batch.id, static_cast<int32_t>(i)});
     }
+    next_poll = Clock::now() + kCancelPoll;
     lock.lock();
   }
 }
@@ -573,33 +613,27 @@ Napi::Value Send(const Napi::CallbackInfo& info) {
   const auto& be = api.backend;
   const bool decoupled = batch->model->decoupled;
   const bool final = !decoupled || info[4].ToBoolean().Value();
+  const uint32_t flags = final ? TRITONSERVER_RESPONSE_COMPLETE_FINAL : 0;
   std::optional<Failure> failure = FailureFromJs(info[3]);
+  Napi::Value result = env.Undefined();
+  TRITONBACKEND_Response* response = nullptr;
   if (decoupled && info[2].IsNull() && !failure) {
     // No response, only the end of the stream.
-    if (final) {
-      if (auto problem = TakeError(api, be.ResponseFactorySendFlags(
-                                            item.factory, TRITONSERVER_RESPONSE_COMPLETE_FINAL)))
-        throw ToJsError(env, *problem);
-      item.final_sent = true;
+    if (!final) return result;
+  } else {
+    if (auto problem = TakeError(api, decoupled ? be.ResponseNewFromFactory(&response, item.factory)
+                                                : be.ResponseNew(&response, item.request)))
+      throw ToJsError(env, *problem);
+    if (!failure && info[2].IsArray()) {
+      failure = WriteOutputs(api, response, info[2].As<Napi::Array>());
+      if (failure) result = Napi::String::New(env, failure->message);
     }
-    return env.Undefined();
   }
-  TRITONBACKEND_Response* response = nullptr;
-  if (auto problem = TakeError(api, decoupled ? be.ResponseNewFromFactory(&response, item.factory)
-                                              : be.ResponseNew(&response, item.request)))
-    throw ToJsError(env, *problem);
-  Napi::Value result = env.Undefined();
-  if (!failure && info[2].IsArray()) {
-    failure = WriteOutputs(api, response, info[2].As<Napi::Array>());
-    if (failure) result = Napi::String::New(env, failure->message);
-  }
-  TRITONSERVER_Error* err = failure ? api.ErrorNew(failure->code, failure->message.c_str()) : nullptr;
-  const uint32_t flags = final ? TRITONSERVER_RESPONSE_COMPLETE_FINAL : 0;
-  std::optional<Failure> problem = TakeError(api, be.ResponseSend(response, flags, err));
-  if (err != nullptr) api.ErrorDelete(err);
   if (failure) item.failed = true;
   if (final) item.final_sent = true;
-  if (problem) throw ToJsError(env, *problem);
+  std::lock_guard<std::mutex> lock(batch->mutex);
+  batch->outgoing.push_back(Batch::Outgoing{index, response, flags, std::move(failure)});
+  batch->ended_cv.notify_all();
   return result;
 }
 
