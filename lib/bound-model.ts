@@ -29,37 +29,57 @@ const tensorName = z.string().min(1).refine((name) => !name.includes('\0'), 'mus
 const dims = z.array(z.number().int().min(-1)).max(64).readonly();
 
 const inputSpecSchema = z.strictObject({
+  /** The input's name. */
   name: tensorName,
+  /** Its data type, as the package names them (`FP32`, `BYTES`, ...). */
   datatype: z.enum(DATA_TYPES),
   /** Dimensions without the batch dimension; -1 for any size. */
   dims,
   /** Requests may leave the input out. */
   optional: z.boolean().optional(),
 });
-const outputSpecSchema = z.strictObject({ name: tensorName, datatype: z.enum(DATA_TYPES), dims });
+const outputSpecSchema = z.strictObject({
+  /** The output's name. */
+  name: tensorName,
+  /** Its data type. */
+  datatype: z.enum(DATA_TYPES),
+  /** Dimensions without the batch dimension; -1 for any size. */
+  dims,
+});
 
 /** What `server.bindModel()` serves; see {@link BoundModelDefinition}. */
 export const boundModelDefinitionSchema = z
   .strictObject({
+    /** The model's name (unique among the bound models of the process). */
     name: z
       .string()
       .min(1)
       .refine((name) => !/[\0/\\]/.test(name) && name !== '.' && name !== '..', 'must be a model name (no /, \\ or NUL)'),
+    /** The version it is served as. Default 1. */
     version: z.number().int().min(1).optional(),
+    /** Its inputs. */
     inputs: z.array(inputSpecSchema).min(1).readonly(),
+    /** Its outputs. */
     outputs: z.array(outputSpecSchema).min(1).readonly(),
+    /** Triton's `max_batch_size`. Default 0. */
     maxBatchSize: nonNegativeInt.optional(),
+    /** Triton's dynamic batcher (needs maxBatchSize > 0). */
     dynamicBatching: z
       .union([
         z.boolean(),
         z.strictObject({
+          /** Batch sizes the batcher prefers to form. */
           preferredBatchSizes: z.array(z.number().int().positive()).readonly().optional(),
+          /** How long a request may wait for others to join its batch. */
           maxQueueDelayMicroseconds: nonNegativeInt.optional(),
         }),
       ])
       .optional(),
+    /** How many handler calls may run at once. Default 1. */
     instances: z.number().int().min(1).max(1024).optional(),
+    /** A decoupled model (a stream of responses per request). */
     decoupled: z.boolean().optional(),
+    /** The model config's parameters, as strings. */
     parameters: z.record(z.string(), z.string()).optional(),
   })
   .superRefine((definition, context) => {
@@ -82,14 +102,37 @@ export interface BoundModelDefinition {
   name: string;
   /** The version it is served as. Default 1. */
   version?: number;
-  /** Inputs: name, datatype, dims without the batch dimension (-1: any size), optional. */
-  inputs: ReadonlyArray<{ name: string; datatype: DataType; dims: readonly number[]; optional?: boolean }>;
-  /** Outputs: name, datatype, dims without the batch dimension (-1: any size). */
-  outputs: ReadonlyArray<{ name: string; datatype: DataType; dims: readonly number[] }>;
+  /** Its inputs. */
+  inputs: ReadonlyArray<{
+    /** The input's name. */
+    name: string;
+    /** Its data type, as the package names them (`FP32`, `BYTES`, ...). */
+    datatype: DataType;
+    /** Dimensions without the batch dimension; -1 for any size. */
+    dims: readonly number[];
+    /** Requests may leave the input out. */
+    optional?: boolean;
+  }>;
+  /** Its outputs. */
+  outputs: ReadonlyArray<{
+    /** The output's name. */
+    name: string;
+    /** Its data type. */
+    datatype: DataType;
+    /** Dimensions without the batch dimension; -1 for any size. */
+    dims: readonly number[];
+  }>;
   /** Triton's `max_batch_size`: > 0 adds a batch dimension to every tensor. Default 0. */
   maxBatchSize?: number;
   /** Triton's dynamic batcher (needs `maxBatchSize` > 0): `true`, or its preferred sizes and queue delay. */
-  dynamicBatching?: boolean | { preferredBatchSizes?: readonly number[]; maxQueueDelayMicroseconds?: number };
+  dynamicBatching?:
+    | boolean
+    | {
+        /** Batch sizes the batcher prefers to form. */
+        preferredBatchSizes?: readonly number[];
+        /** How long a request may wait for others to join its batch. */
+        maxQueueDelayMicroseconds?: number;
+      };
   /** How many handler calls may run at once (Triton's instance count, KIND_CPU). Default 1. */
   instances?: number;
   /** A decoupled model: each request gets a stream of responses (an async iterable from the handler). */
@@ -136,8 +179,9 @@ export type BoundStream = AsyncIterable<BoundOutputs> | Iterable<BoundOutputs>;
 
 /** The batch as a whole. */
 export interface BoundContext {
-  /** The model's name and version. */
+  /** The model's name. */
   model: string;
+  /** The model's version. */
   version: number;
   /** The batch size Triton formed: the sum of the requests' batch dimensions (the request count without batching). */
   batchSize: number;
@@ -149,9 +193,10 @@ export interface BoundContext {
  * A handler that throws or rejects fails its batch's requests with its
  * message (INTERNAL unless it threw a TritonError).
  */
-export type BoundHandler =
-  | ((requests: BoundRequest[], context: BoundContext) => BoundResult[] | Promise<BoundResult[]>)
-  | ((requests: BoundRequest[], context: BoundContext) => Array<BoundStream | Error> | Promise<Array<BoundStream | Error>>);
+export type BoundHandler = (
+  requests: BoundRequest[],
+  context: BoundContext,
+) => Array<BoundResult | BoundStream> | Promise<Array<BoundResult | BoundStream>>;
 
 interface Binding {
   definition: ParsedDefinition;
