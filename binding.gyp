@@ -4,6 +4,7 @@
       "target_name": "tritonserver_node",
       "sources": [
         "native/addon.cc",
+        "native/backend.cc",
         "native/blocking.cc",
         "native/completions.cc",
         "native/drain.cc",

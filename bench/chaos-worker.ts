@@ -5,7 +5,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { Server, type SharedServerHandle } from '../lib/index.js';
-import { Tracker, inProcessRequest, random } from './chaos-workload.js';
+import { Tracker, inProcessRequest, random, settledTally } from './chaos-workload.js';
 
 const { handle, seed, concurrency, text } = workerData as { handle: SharedServerHandle; seed: number; concurrency: number; text: boolean };
 const tracker = new Tracker();
@@ -25,7 +25,8 @@ parentPort!.on('message', (message: unknown) => {
 });
 const sweeper = setInterval(() => {
   tracker.sweep();
-  parentPort!.postMessage({ type: 'progress', requests: tracker.tally.requests });
+  // What has settled so far: all that counts of a worker that is terminated.
+  parentPort!.postMessage({ type: 'progress', requests: tracker.tally.requests, tally: settledTally(tracker.tally) });
 }, 500);
 async function loop(): Promise<void> {
   for (let i = 0; running; i++) {

@@ -45,6 +45,12 @@ export function mergeTally(into: Tally, from: Tally): void {
   for (const sample of from.wrongSamples) if (into.wrongSamples.length < 20) into.wrongSamples.push(sample);
 }
 
+/** The settled part of a tally (requests: those that settled), for a worker's progress reports. */
+export function settledTally(tally: Tally): Tally {
+  const settled = Object.values(tally.outcomes).reduce((a, b) => a + b, 0);
+  return { ...tally, requests: settled, outcomes: { ...tally.outcomes }, wrongSamples: [...tally.wrongSamples] };
+}
+
 const DOCUMENTED = new Set<string>(ERROR_CODES);
 
 /** Tracks requests in flight: each settles once, within its timeout plus SETTLE_BOUND_MS. */

@@ -123,6 +123,8 @@ const handle = server.share();
 interface WorkerState {
   worker: Worker;
   requests: number;
+  /** Its last progress report: what had settled (all that counts of a terminated worker). */
+  settled: Tally | undefined;
   done: Promise<{ tally: Tally; lost: number } | undefined>;
   ready: Promise<void>;
   terminated: boolean;
@@ -137,7 +139,7 @@ function startWorker(): WorkerState {
   const worker = new Worker(join(ROOT, 'test/fixtures/run-ts.mjs'), {
     workerData: { module: join(ROOT, 'bench/chaos-worker.ts'), handle, seed: workerSeed++, concurrency: Math.max(4, Math.floor(concurrency / 4)), text: true },
   });
-  const state: WorkerState = { worker, requests: 0, terminated: false, done: Promise.resolve(undefined), ready: Promise.resolve() };
+  const state: WorkerState = { worker, requests: 0, settled: undefined, terminated: false, done: Promise.resolve(undefined), ready: Promise.resolve() };
   state.ready = new Promise((resolveReady) => {
     worker.on('message', (message: { type: string }) => {
       if (message.type === 'ready' || message.type === 'done') resolveReady();
@@ -146,7 +148,10 @@ function startWorker(): WorkerState {
   });
   state.done = new Promise((resolveDone) => {
     worker.on('message', (message: { type: string; requests?: number; tally?: Tally; lost?: number }) => {
-      if (message.type === 'progress') state.requests = message.requests ?? 0;
+      if (message.type === 'progress') {
+        state.requests = message.requests ?? 0;
+        state.settled = message.tally;
+      }
       if (message.type === 'done') resolveDone({ tally: message.tally!, lost: message.lost ?? 0 });
     });
     worker.on('error', (error) => crashes.push(`worker error: ${String(error)}`));
@@ -344,10 +349,15 @@ const lost = await tracker.drain(REQUEST_TIMEOUT_MS + 15_000);
 clearInterval(sweeper);
 for (const [i, done] of workersDone.entries()) {
   const result = await done;
-  if (result === undefined) continue; // terminated: its promises never settle, by design
+  if (result === undefined) {
+    // Terminated: its promises in flight never settle, by design; what had
+    // settled by its last report counts.
+    const settled = workers[i]?.settled;
+    if (settled !== undefined) mergeTally(workerTally, settled);
+    continue;
+  }
   mergeTally(workerTally, result.tally);
   workerLost += result.lost;
-  void i;
 }
 await httpClient.close();
 await grpcClient.close();

@@ -9,6 +9,18 @@ export {
   type StopReport,
   type SharedServerHandle,
 } from './server.js';
+export {
+  boundModelDefinitionSchema,
+  liveBoundBatches,
+  type BoundModelDefinition,
+  type BoundHandler,
+  type BoundRequest,
+  type BoundContext,
+  type BoundOutputs,
+  type BoundOutputValue,
+  type BoundResult,
+  type BoundStream,
+} from './bound-model.js';
 export type {
   ServerEvents,
   ServerEventName,

@@ -215,6 +215,56 @@ export interface NativeAddon extends NativeObservability {
   externalBuffersAllowed(): boolean;
   /** Shared memory mappings not yet unmapped, process-wide. */
   liveSharedMemoryMappings(): number;
+  /** The backend side of bound models (native/backend.cc). */
+  readonly boundModels: NativeBoundModels;
+}
+
+/**
+ * A request of a batch Triton handed to a bound model: id, inputs as
+ * [name, datatype (enum), shape, bytes] (a view of Triton's memory, detached
+ * when the batch ends), parameters, requested outputs, correlation id.
+ */
+export type NativeBoundRequest = [
+  id: string,
+  inputs: Array<[name: string, datatype: number, shape: number[], data: ArrayBuffer]>,
+  parameters: Array<[string, string | number | boolean]>,
+  outputs: string[],
+  correlationId: number,
+];
+
+/** An output sent for a bound model: name, datatype (enum), shape, bytes. */
+export type NativeBoundOutput = [name: string, datatype: number, shape: number[], data: ArrayBufferView];
+
+/** A failure for a bound model's request or batch: Triton's error code (enum) and message. */
+export type NativeBoundFailure = [code: number, message: string];
+
+/** Called on this thread with a batch to run, or (requests null) that request `cancelledIndex` was cancelled. */
+export type NativeBoundDispatcher = (
+  model: string,
+  batchId: number,
+  requests: NativeBoundRequest[] | null,
+  cancelledIndex?: number,
+) => void;
+
+export interface NativeBoundModels {
+  /** Once per thread: where this thread's batches go; `copyInputs` when external ArrayBuffers are not allowed. */
+  setDispatcher(dispatcher: NativeBoundDispatcher, copyInputs: boolean): void;
+  /** Makes `name` a model this thread serves (process-wide name); ALREADY_EXISTS if bound. */
+  bind(name: string, decoupled: boolean, batching: boolean): void;
+  /** False when this thread has no model of that name bound. */
+  unbind(name: string): boolean;
+  /**
+   * Answers request `index` of a batch (a decoupled model's final response
+   * may have outputs null: only the end of its stream). Returns the message
+   * of a failure that replaced bad outputs, else undefined.
+   */
+  send(batchId: number, index: number, outputs: NativeBoundOutput[] | null, failure: NativeBoundFailure | null, final: boolean): string | undefined;
+  /** Ends a batch: requests left unanswered fail (with `failure`, else INTERNAL). False if it had ended. */
+  finish(batchId: number, failure?: NativeBoundFailure): boolean;
+  /** The addon file, which Triton loads as the bound models' backend. */
+  addonPath(): string;
+  /** Batches Triton handed over and not yet released, process-wide. */
+  liveBatches(): number;
 }
 
 function packageRoot(): string {

@@ -16,6 +16,7 @@ import {
   isCString,
 } from './check.js';
 import { TritonError, type ModelLoadFailure } from './errors.js';
+import { BoundModels, type BoundHandler, type BoundModelDefinition } from './bound-model.js';
 import { Inference, type InferenceRequest, type InferenceResponse } from './inference.js';
 import { SharedMemory } from './shared-memory.js';
 import { Model, type ModelVersion } from './model.js';
@@ -113,6 +114,10 @@ export interface SharedServerHandle {
   readonly outputCopy: boolean;
   /** Whether the owner started with metrics enabled (else the metrics calls reject with UNAVAILABLE). */
   readonly metricsEnabled: boolean;
+  /** The owner's model control mode (bound models need 'explicit'). */
+  readonly modelControlMode?: 'none' | 'poll' | 'explicit';
+  /** The owner's repository of bound models, which attached threads bind theirs in. */
+  readonly boundModelRepository?: string;
 }
 
 /** What `stop()` left behind. */
@@ -230,6 +235,8 @@ export class Server implements InferenceServer, AsyncDisposable {
   readonly #metricsEnabled: boolean;
   readonly #metricFamilies = new Set<MetricFamily>();
   #packageMetrics: PackageMetrics | undefined;
+  readonly #modelControlMode: 'none' | 'poll' | 'explicit';
+  readonly #bound: BoundModels;
   /**
    * System shared memory regions of this server (Triton's system shared
    * memory extension): register a range of a POSIX shared memory segment,
@@ -243,7 +250,15 @@ export class Server implements InferenceServer, AsyncDisposable {
   private constructor(
     nativeServer: NativeServer,
     inference: Inference,
-    settings: { exitTimeoutSeconds: number; outputCopy: boolean; attached: boolean; metricsEnabled: boolean; recover?: boolean },
+    settings: {
+      exitTimeoutSeconds: number;
+      outputCopy: boolean;
+      attached: boolean;
+      metricsEnabled: boolean;
+      recover?: boolean;
+      modelControlMode: 'none' | 'poll' | 'explicit';
+      boundModelRepository?: string;
+    },
   ) {
     this.#native = nativeServer;
     this.#inference = inference;
@@ -251,6 +266,12 @@ export class Server implements InferenceServer, AsyncDisposable {
     this.#outputCopy = settings.outputCopy;
     this.attached = settings.attached;
     this.#metricsEnabled = settings.metricsEnabled;
+    this.#modelControlMode = settings.modelControlMode;
+    this.#bound = new BoundModels({
+      registerModelRepository: (path) => this.registerModelRepository(path),
+      loadModel: async (name, config) => void (await this.loadModel(name, { config })),
+      unloadModel: (name) => this.unloadModel(name),
+    }, settings.boundModelRepository);
     inference.health.configure(
       {
         reload: async (name) => void (await this.loadModel(name)),
@@ -282,6 +303,8 @@ export class Server implements InferenceServer, AsyncDisposable {
       exitTimeoutSeconds: this.#exitTimeoutSeconds,
       outputCopy: this.#outputCopy,
       metricsEnabled: this.#metricsEnabled,
+      modelControlMode: this.#modelControlMode,
+      boundModelRepository: this.#bound.directory(),
     };
   }
 
@@ -307,6 +330,8 @@ export class Server implements InferenceServer, AsyncDisposable {
       outputCopy: handle.outputCopy === true,
       attached: true,
       metricsEnabled: handle.metricsEnabled !== false,
+      modelControlMode: handle.modelControlMode ?? 'explicit',
+      ...(handle.boundModelRepository === undefined ? {} : { boundModelRepository: handle.boundModelRepository }),
     });
   }
 
@@ -343,6 +368,7 @@ export class Server implements InferenceServer, AsyncDisposable {
       attached: false,
       metricsEnabled: resolved.metrics?.enabled !== false,
       recover: resolved.recoverUnhealthyModels === true,
+      modelControlMode: resolved.modelControlMode ?? 'none',
     });
   }
 
@@ -544,6 +570,33 @@ export class Server implements InferenceServer, AsyncDisposable {
     return entries.length === 0 && (await this.model(name).ready());
   }
 
+  /**
+   * Serves `handler` as a Triton model (a bound model): Triton schedules and
+   * batches its requests like any model's, and hands each batch to the
+   * handler on this thread. It is a real Triton model: in ensembles, served
+   * by `serveKServe`, in statistics and metrics. Needs model control mode
+   * 'explicit'. See docs/bound-models.md.
+   * @throws {@link TritonError} INVALID_ARG for a bad definition,
+   *   ALREADY_EXISTS when a model of that name is bound in this process,
+   *   UNSUPPORTED in another model control mode, and load errors.
+   */
+  async bindModel(definition: BoundModelDefinition, handler: BoundHandler): Promise<Model> {
+    if (this.#stopping !== undefined) throw new TritonError('UNAVAILABLE', 'the server has been stopped');
+    if (this.#modelControlMode !== 'explicit') {
+      throw new TritonError(
+        'UNSUPPORTED',
+        `bindModel needs modelControlMode 'explicit' (the server runs in '${this.#modelControlMode}' mode): a bound model is loaded from a repository of its own`,
+      );
+    }
+    return this.model(await this.#bound.bind(definition, handler));
+  }
+
+  /** Unloads a bound model (waiting, as unloadModel does) and lets go of its handler. */
+  async unbindModel(name: string): Promise<void> {
+    checkName('model name', name);
+    await this.#bound.unbind(name);
+  }
+
   /** Re-reads the repositories (poll model control mode). */
   async pollModelRepository(): Promise<void> {
     this.#inference.forgetModels();
@@ -695,7 +748,10 @@ export class Server implements InferenceServer, AsyncDisposable {
     // least 10 s more to unload the models.
     const waitMs = boundMs ?? this.#exitTimeoutSeconds * 1000;
     const bound = boundMs === undefined ? `${this.#exitTimeoutSeconds} s` : boundMs % 1000 === 0 ? `${boundMs / 1000} s` : `${boundMs} ms`;
-    this.#stopping = this.#native.stop(waitMs, boundMs !== undefined).then((report) => stopReport(report, bound, died));
+    this.#stopping = this.#native.stop(waitMs, boundMs !== undefined).then((report) => {
+      this.#bound.close();
+      return stopReport(report, bound, died);
+    });
     return this.#stopping;
   }
 

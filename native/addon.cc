@@ -1,6 +1,7 @@
 // Registration only: the functions lib/native.ts sees.
 #include "addon.h"
 
+#include "backend.h"
 #include "blocking.h"
 #include "inference.h"
 #include "probe.h"
@@ -54,6 +55,7 @@ Addon::Addon(Napi::Env env, Napi::Object exports) {
   RegisterLogging(env, exports);
   RegisterTrace(env, exports);
   RegisterSharedMemory(env, exports);
+  RegisterBoundModels(env, exports);
 }
 
 Napi::Value Addon::SetErrorClass(const Napi::CallbackInfo& info) {

@@ -37,6 +37,41 @@ bool Resolve(void* handle, TritonApi* api, std::string* problem) {
   return ok;
 }
 
+// The backend API is optional: only bound models need it.
+void ResolveBackendApi(void* handle, TritonApi* api) {
+  std::ostringstream missing;
+  bool ok = true;
+  TritonApi::Backend resolved;
+#define TSN_RESOLVE_BACKEND(ret, name, params)                            \
+  resolved.name = reinterpret_cast<TritonBackendFn_##name>(               \
+      dlsym(handle, "TRITONBACKEND_" #name));                             \
+  if (resolved.name == nullptr) {                                         \
+    missing << (ok ? "" : ", ") << "TRITONBACKEND_" #name;                \
+    ok = false;                                                           \
+  }
+  TRITON_BACKEND_API_FUNCTIONS(TSN_RESOLVE_BACKEND)
+#undef TSN_RESOLVE_BACKEND
+  if (!ok) {
+    api->backend_problem = "the library lacks " + missing.str();
+    return;
+  }
+  uint32_t major = 0, minor = 0;
+  if (TRITONSERVER_Error* err = resolved.ApiVersion(&major, &minor)) {
+    api->ErrorDelete(err);
+    api->backend_problem = "TRITONBACKEND_ApiVersion failed";
+    return;
+  }
+  if (major != kTritonBackendApiMajor || minor < kTritonBackendApiMinMinor) {
+    std::ostringstream text;
+    text << "the library implements backend API " << major << "." << minor
+         << ", bound models need " << kTritonBackendApiMajor << ".x with x >= "
+         << kTritonBackendApiMinMinor;
+    api->backend_problem = text.str();
+    return;
+  }
+  api->backend = resolved;
+}
+
 std::unique_ptr<TritonApi> Open(const std::string& path,
                                 std::string* problem) {
   dlerror();
@@ -65,6 +100,7 @@ std::unique_ptr<TritonApi> Open(const std::string& path,
          << kTritonApiMinMinor;
     *problem = text.str();
   } else if (Resolve(handle, api.get(), problem)) {
+    ResolveBackendApi(handle, api.get());
     return api;
   }
   dlclose(handle);
@@ -95,6 +131,13 @@ const TritonApi* LoadTritonApi(const std::vector<std::string>& candidates,
            "Triton install, or pass the library's path as `libraryPath` / "
            "TRITONSERVER_LIBRARY.";
   return nullptr;
+}
+
+std::vector<const TritonApi*> LoadedTritonApis() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  std::vector<const TritonApi*> apis;
+  for (const auto& entry : g_loaded) apis.push_back(entry.second.get());
+  return apis;
 }
 
 uint32_t FunctionMinor(const char* name) {

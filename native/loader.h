@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "backend_api.h"
 #include "triton_api.h"
 
 namespace tsn {
@@ -18,6 +19,16 @@ struct TritonApi {
   TritonFn_##name name = nullptr;
   TRITON_API_FUNCTIONS(TSN_DECLARE_POINTER)
 #undef TSN_DECLARE_POINTER
+  // The functions Triton offers backends (TRITONBACKEND_*), for bound
+  // models; all null, with the reason in backend_problem, when the library
+  // lacks any of them or its backend API is too old.
+  struct Backend {
+#define TSN_DECLARE_BACKEND_POINTER(ret, name, params) \
+  TritonBackendFn_##name name = nullptr;
+    TRITON_BACKEND_API_FUNCTIONS(TSN_DECLARE_BACKEND_POINTER)
+#undef TSN_DECLARE_BACKEND_POINTER
+  } backend;
+  std::string backend_problem;
 };
 
 // Tries each candidate path in order and returns the first library that
@@ -26,6 +37,9 @@ struct TritonApi {
 // null and describes every attempt in *error.
 const TritonApi* LoadTritonApi(const std::vector<std::string>& candidates,
                                std::string* error);
+
+// Every library LoadTritonApi opened, in order.
+std::vector<const TritonApi*> LoadedTritonApis();
 
 // The minor API version that introduced a function, by name without prefix.
 uint32_t FunctionMinor(const char* name);

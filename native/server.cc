@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "backend.h"
 #include "addon.h"
 #include "inference.h"
 
@@ -471,6 +472,9 @@ void ServerWrap::EndWithEnvironment(std::chrono::milliseconds wait) {
   if (ended_) return;
   ended_ = true;
   closed_ = true;
+  // Bound models this thread serves must not wait for it any more: their
+  // requests could never leave Triton.
+  EndBoundModels(Env());
   if (!attached_) state_->stopping = true;
   // From here on Triton's threads finish requests themselves: JS may be
   // unable to run, and must not be waited for.

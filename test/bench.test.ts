@@ -256,3 +256,33 @@ describe('bench/remote.ts (remote mode), one short run against serveKServe in it
     }
   });
 });
+
+describe('bench/bound.ts (bound models), one short run', () => {
+  it('reports the bound model beside the C++ and Python identity models at each concurrency', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'bench-bound-test-'));
+    try {
+      const json = join(dir, 'bound.json');
+      const { stdout } = await execFileAsync(
+        process.execPath,
+        ['--import', 'tsx', resolve(REPO_ROOT, 'bench/bound.ts'), '--requests', '200', '--repeats', '1', '--concurrency', '1,8', '--json', json],
+        { cwd: REPO_ROOT, timeout: 120_000 },
+      );
+      expect(stdout).toContain('| C | identity (C++) req/s | bound (TS) req/s | Python req/s |');
+      const report = JSON.parse(await readFile(json, 'utf8')) as {
+        rows: Array<{ concurrency: number; points: Record<string, { rate: number; jsPerRequestUs: number; jsPerBatchUs: number; batches: number }> }>;
+      };
+      expect(report.rows.map((row) => row.concurrency)).toEqual([1, 8]);
+      for (const row of report.rows) {
+        expect(Object.keys(row.points).sort()).toEqual(['identity_fp32', 'python_identity_fp32', 'ts_identity']);
+        for (const point of Object.values(row.points)) {
+          expect(point.rate).toBeGreaterThan(0);
+          expect(point.batches).toBeGreaterThan(0);
+          expect(point.batches).toBeLessThanOrEqual(200);
+          expect(point.jsPerRequestUs).toBeGreaterThan(0);
+        }
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -129,6 +129,19 @@ describe('examples', () => {
     expect(lines[1]).toMatch(/^0\.[5-9]\d{2} {2}wonderful$/);
   });
 
+  it('bound-model.ts scores cleaned texts through an ensemble with a TS step, and shows it batched', async () => {
+    const lines = (await example('bound-model.ts')).trim().split('\n');
+    expect(lines[0]).toMatch(/^0\.\d{3} {2}<b>I LOVE<\/b> {3}this library$/);
+    expect(lines[1]).toMatch(/^0\.\d{3} {2}It {3}was SLOW and it crashed$/);
+    expect(Number(lines[0]!.slice(0, 5))).toBeGreaterThan(0.5);
+    expect(Number(lines[1]!.slice(0, 5))).toBeLessThan(0.5);
+    const batched = /^clean_text: (\d+) requests in (\d+) executions$/.exec(lines[2] ?? '');
+    expect(batched).not.toBeNull();
+    // The ensemble's request, then the 64 callers.
+    expect(Number(batched![1])).toBe(65);
+    expect(Number(batched![2])).toBeLessThan(65);
+  });
+
   it('pipeline.ts decodes a JPEG and prints the top-5 labels', async () => {
     const lines = (await example('pipeline.ts')).trim().split('\n');
     expect(lines[0]).toMatch(/sky\.jpg \(320x240\)$/);

@@ -112,6 +112,20 @@ describe('process exit', () => {
   }, 90_000);
 });
 
+describe('bound models and process exit', () => {
+  it('process.exit() while a bound model’s handler holds a batch exits at once, without a hang or a crash', async () => {
+    const started = Date.now();
+    const { stdout } = await run(
+      process.execPath,
+      ['--import', 'tsx', resolve(import.meta.dirname, 'fixtures/exit-bound.ts'), MODELS],
+      { cwd: REPO_ROOT, timeout: 60_000 },
+    );
+    expect(stdout.trim().split('\n')).toContain('handler running');
+    // Well under Triton's exit timeout: nothing waited for the JS thread that was exiting.
+    expect(Date.now() - started).toBeLessThan(30_000);
+  }, 90_000);
+});
+
 describe('input memory', () => {
   let server: Server;
   beforeAll(async () => {

@@ -13,7 +13,7 @@ import { buildService, type Service } from '../examples/service/server.js';
 import { Server, formatModelConfig, parseModelConfig } from '../lib/index.js';
 import { serveKServe, type KServeFrontends } from '../lib/kserve/index.js';
 import { REPO_ROOT } from './helpers.js';
-import { childProcesses } from './proc.js';
+import { childProcesses, processAlive } from './proc.js';
 
 const SERVER = resolve(REPO_ROOT, 'examples/service/server.ts');
 const REPOSITORY = resolve(REPO_ROOT, 'examples/model_repository');
@@ -364,6 +364,7 @@ describe('service readiness when a model’s Python stub dies (in-process)', () 
     );
     expect(stubs).toHaveLength(1);
     process.kill(stubs[0]!.pid, 'SIGKILL');
+    await vi.waitFor(() => expect(processAlive(stubs[0]!.pid)).toBe(false));
     const failed = await sentiment();
     expect(failed.statusCode).toBe(500);
     expect(failed.json()).toMatchObject({ code: 'INTERNAL', error: expect.stringContaining("Stub process 'text_processor_0' is not healthy") });
@@ -390,6 +391,7 @@ describe('service readiness when a model’s Python stub dies (in-process)', () 
     );
     expect(stubs).toHaveLength(1);
     process.kill(stubs[0]!.pid, 'SIGKILL');
+    await vi.waitFor(() => expect(processAlive(stubs[0]!.pid)).toBe(false));
     expect((await sentiment()).statusCode).toBe(500);
     await vi.waitFor(async () => expect(await ready()).toBe(200), { timeout: 30_000, interval: 100 });
     expect((await sentiment()).statusCode).toBe(200);

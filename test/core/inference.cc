@@ -365,6 +365,8 @@ ValidateRequest(TRITONSERVER_InferenceRequest* r)
   return Status();
 }
 
+}  // namespace
+
 void
 ReleaseRequest(TRITONSERVER_InferenceRequest* r)
 {
@@ -376,6 +378,8 @@ ReleaseRequest(TRITONSERVER_InferenceRequest* r)
   fn(r, TRITONSERVER_REQUEST_RELEASE_ALL, userp);
   LeaveIfDone(shared);
 }
+
+namespace {
 
 // Requests and responses handed out and not yet deleted, to catch a second
 // delete (which in real Triton frees freed memory).
@@ -785,6 +789,27 @@ Process(const std::vector<Job>& jobs)
     return;
   }
 
+  if (model->backend->OwnsRequests()) {
+    // The backend answers, releases and reports each request itself.
+    std::vector<OwnedRequest> owned;
+    for (auto& item : items) {
+      item->ctx->detached = true;
+      owned.push_back(OwnedRequest{item->r, item->ctx, item->job->enqueue_ns});
+      item->r = nullptr;
+    }
+    model->backend->ExecuteOwned(owned);
+    const uint64_t end_ns = NowNs();
+    for (auto& item : items) {
+      if (item->trace == nullptr) continue;
+      TraceReport(item->trace, TRITONSERVER_TRACE_COMPUTE_START, start_ns);
+      TraceReport(item->trace, TRITONSERVER_TRACE_COMPUTE_END, end_ns);
+      TraceReport(item->trace, TRITONSERVER_TRACE_REQUEST_END, NowNs());
+      TraceRelease(item->trace);
+      item->trace = nullptr;
+    }
+    return;
+  }
+
   std::vector<ExecContext*> batch;
   int64_t batch_total = 0;
   for (auto& item : items) {
@@ -1063,10 +1088,7 @@ CreateBackend(const BackendArgs& args, std::unique_ptr<Backend>* out)
   if (spec.backend == "repeat") {
     return CreateRepeatBackend(args, out);
   }
-  return Err(
-      TRITONSERVER_ERROR_INVALID_ARG,
-      "unable to find backend library for backend '" + spec.backend +
-          "', try specifying runtime on the model configuration.");
+  return CreateLibraryBackend(args, out);
 }
 
 }  // namespace tc

@@ -160,9 +160,20 @@ struct OutTensor {
 };
 
 class ExecContext;
+// A request handed to a backend that owns it (OwnsRequests): the backend
+// answers and releases it (TRITONSERVER_InferenceRequest) itself.
+struct OwnedRequest {
+  TRITONSERVER_InferenceRequest* request;
+  std::shared_ptr<ExecContext> ctx;
+  uint64_t enqueue_ns;
+};
 class Backend {
  public:
   virtual ~Backend() = default;
+  // Backends in shared libraries (Triton's backend API) take ownership of
+  // the requests of an execution: they answer, release and report them.
+  virtual bool OwnsRequests() const { return false; }
+  virtual void ExecuteOwned(const std::vector<OwnedRequest>&) {}
   // Runs the batch of requests the scheduler formed (one execution, as a
   // Triton backend's ModelInstanceExecute). Must send exactly the responses
   // the model makes for each request: one FINAL response for a
@@ -188,6 +199,11 @@ Status CreateRepeatBackend(const BackendArgs& args, std::unique_ptr<Backend>* ou
 // (auto-complete on, i.e. strict_model_config false) and applies its changes.
 Status PythonAutoCompleteConfig(
     const std::string& model_path, int64_t version, PMsg* config);
+// Any other backend: a shared library found by Triton's search rules and
+// driven through the backend API (library_backend.cc).
+Status CreateLibraryBackend(const BackendArgs& args, std::unique_ptr<Backend>* out);
+// Keeps the process's backend libraries initialized while a server lives.
+std::shared_ptr<void> HoldBackendManager();
 // Ensembles (ensemble.cc): steps scheduled by input_map/output_map.
 Status CreateEnsembleBackend(const BackendArgs& args, std::unique_ptr<Backend>* out);
 
@@ -310,6 +326,8 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   // Replaced or failed model objects still alive (by generation).
   std::map<uint64_t, std::pair<std::string, std::weak_ptr<Model>>> background;
   std::set<std::string> backends_used;
+  // The backend libraries (library_backend.cc) stay loaded while it is set.
+  std::shared_ptr<void> backend_manager = HoldBackendManager();
 
  private:
   struct PollResult {
@@ -487,5 +505,7 @@ class ExecContext : public std::enable_shared_from_this<ExecContext> {
 };
 
 void WorkerLoop(std::shared_ptr<Executor> ex);
+// Hands a request back to its owner (its release callback).
+void ReleaseRequest(TRITONSERVER_InferenceRequest* r);
 
 }  // namespace tc
