@@ -367,7 +367,7 @@ describe('service readiness when a model’s Python stub dies (in-process)', () 
     await vi.waitFor(() => expect(processAlive(stubs[0]!.pid)).toBe(false));
     const failed = await sentiment();
     expect(failed.statusCode).toBe(500);
-    expect(failed.json()).toMatchObject({ code: 'INTERNAL', error: expect.stringContaining("Stub process 'text_processor_0' is not healthy") });
+    expect(failed.json()).toMatchObject({ code: 'INTERNAL', error: expect.stringContaining("Stub process 'text_processor_0_0' is not healthy") });
     expect(await ready()).toBe(503);
 
     // The README's recipe (recoverUnhealthyModels does it by itself): load the model again.

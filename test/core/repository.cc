@@ -559,6 +559,28 @@ ServerCore::PollOne(
 // ---------------------------------------------------------------------------
 // Life cycle
 // ---------------------------------------------------------------------------
+namespace {
+
+// The names of a Python model's stubs, as real Triton r25.07 reports them
+// ("Stub process '<name>' is not healthy", TRITON_FACTS.md): '<model>_<i>'
+// for a model without instance groups, the instance names
+// ('<group>_<i>', the group named '<model>_<index>' when unnamed) for one
+// that lists its groups.
+std::vector<std::string>
+StubNames(const ModelSpec& spec, bool default_group)
+{
+  if (!default_group) {
+    return spec.instance_names;
+  }
+  std::vector<std::string> names;
+  for (int i = 0; i < spec.instance_count; ++i) {
+    names.push_back(spec.name + "_" + std::to_string(i));
+  }
+  return names;
+}
+
+}  // namespace
+
 Status
 ServerCore::CreateModel(
     const ModelInfo& info, int64_t version, std::shared_ptr<Model>* out)
@@ -578,12 +600,14 @@ ServerCore::CreateModel(
     TC_RETURN_IF_ERROR(ValidateIOConfig(config));
   }
   ModelSpec spec;
+  bool default_group = false;
   if (ensemble) {
     // Ensembles have no instances of their own; a few scheduler threads let
     // several ensemble requests be in flight at once.
     spec = SpecFromConfig(config);
     spec.instance_count = 4;
   } else {
+    default_group = config.Msgs("instance_group").empty();
     TC_RETURN_IF_ERROR(NormalizeAndValidateInstanceGroups(&config));
     spec = SpecFromConfig(config);
   }
@@ -598,7 +622,7 @@ ServerCore::CreateModel(
   std::unique_ptr<StubProcesses> stubs;
   if (spec.backend == "python") {
     TC_RETURN_IF_ERROR(
-        StubProcesses::Start(info.name, spec.instance_count, &stubs));
+        StubProcesses::Start(StubNames(spec, default_group), &stubs));
   }
   const uint64_t t0 = NowNs();
 

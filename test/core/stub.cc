@@ -40,13 +40,15 @@ std::string StubPath()
 
 Status
 StubProcesses::Start(
-    const std::string& model, int instances, std::unique_ptr<StubProcesses>* out)
+    const std::vector<std::string>& instances,
+    std::unique_ptr<StubProcesses>* out)
 {
   std::unique_ptr<StubProcesses> stubs(new StubProcesses());
   const std::string path = StubPath();
-  for (int i = 0; i < instances; ++i) {
+  for (const std::string& instance : instances) {
     Stub stub;
-    stub.name = model + "_" + std::to_string(i);
+    // Named after its instance, as Triton names stubs (TRITON_FACTS.md).
+    stub.name = instance;
     stub.region = "/dev/shm/triton_python_backend_shm_region_" +
                   std::to_string(getpid()) + "_" +
                   std::to_string(g_next_region++);

@@ -17,9 +17,11 @@ namespace tc {
 
 class StubProcesses {
  public:
-  // One stub per instance, named '<model>_<i>' like Triton's instances.
+  // One stub per instance, named after it as Triton names its instances:
+  // '<model>_<i>' in the default group, '<group>_<i>' in a configured one
+  // (whose name defaults to '<model>_<group index>').
   static Status Start(
-      const std::string& model, int instances,
+      const std::vector<std::string>& instances,
       std::unique_ptr<StubProcesses>* out);
   ~StubProcesses();  // orderly exit: each stub removes its region
 
