@@ -146,9 +146,10 @@ export interface BoundRequest {
   /** The request's id ('' when it has none). */
   id: string;
   /**
-   * Inputs by name, as Tensors over Triton's own input memory (no copy). The
-   * memory is the caller's: read it, do not write it. It is detached (length
-   * 0) once the handler's batch has ended: copy what must outlive it.
+   * Inputs by name, as Tensors: an input over 16 KiB is a view of Triton's
+   * own input memory (no copy; the caller's memory: read it, do not write
+   * it), detached (length 0) once the handler's batch has ended; smaller
+   * ones are copies. Copy what must outlive the handler.
    */
   inputs: Record<string, Tensor>;
   /** The request's parameters. */
@@ -257,10 +258,12 @@ async function runBatch(binding: Binding, batchId: number, natives: NativeBoundR
     }
     if (binding.definition.decoupled === true) {
       await Promise.all(results.map((result, i) => stream(binding, batchId, i, requests[i]!, sizes[i]!, result)));
+      native.boundModels.finish(batchId);
     } else {
-      results.forEach((result, i) => answer(binding, batchId, i, requests[i]!, sizes[i]!, result as BoundResult, true));
+      // Every answer and the end of the batch in one call.
+      const answers = results.map((result, i) => encodeAnswer(binding, requests[i]!, sizes[i]!, result as BoundResult));
+      native.boundModels.finish(batchId, null, answers);
     }
-    native.boundModels.finish(batchId);
   } catch (error) {
     native.boundModels.finish(batchId, failureOf(error, name));
   } finally {
@@ -285,7 +288,9 @@ class BatchRequest implements BoundRequest {
   constructor([id, inputs, parameters, requestedOutputs, correlationId]: NativeBoundRequest) {
     this.id = id;
     this.inputs = {};
-    for (const [name, datatype, shape, data] of inputs) this.inputs[name] = outputTensor(name, datatype, shape, data);
+    for (const [name, datatype, shape, data, offset, length] of inputs) {
+      this.inputs[name] = outputTensor(name, datatype, shape, data, offset, length);
+    }
     this.parameters = parameters.length === 0 ? {} : Object.fromEntries(parameters);
     this.requestedOutputs = requestedOutputs;
     this.correlationId = correlationId;
@@ -317,20 +322,14 @@ function batchSizeOf(request: BoundRequest): number {
   return first?.shape[0] ?? 1;
 }
 
-/** Sends one response for request `index`; a bad result fails that request only. */
-function answer(binding: Binding, batchId: number, index: number, request: BoundRequest, batchSize: number, result: BoundResult, final: boolean): void {
-  let outputs: NativeBoundOutput[] | null = null;
-  let failure: NativeBoundFailure | null = null;
-  if (result instanceof Error) {
-    failure = failureOf(result, binding.definition.name);
-  } else {
-    try {
-      outputs = encodeOutputs(binding, request, batchSize, result);
-    } catch (error) {
-      failure = failureOf(error, binding.definition.name);
-    }
+/** One request's answer for the addon: its outputs, or a failure (a bad result fails that request only). */
+function encodeAnswer(binding: Binding, request: BoundRequest, batchSize: number, result: BoundResult): NativeBoundOutput[] | NativeBoundFailure {
+  if (result instanceof Error) return failureOf(result, binding.definition.name);
+  try {
+    return encodeOutputs(binding, request, batchSize, result);
+  } catch (error) {
+    return failureOf(error, binding.definition.name);
   }
-  native.boundModels.send(batchId, index, outputs, failure, final);
 }
 
 async function stream(binding: Binding, batchId: number, index: number, request: BatchRequest, batchSize: number, result: unknown): Promise<void> {
@@ -347,12 +346,18 @@ async function stream(binding: Binding, batchId: number, index: number, request:
   try {
     for await (const outputs of result) {
       if (request.aborted) break;
-      answer(binding, batchId, index, request, batchSize, outputs, false);
+      const answer = encodeAnswer(binding, request, batchSize, outputs);
+      if (isFailure(answer)) native.boundModels.send(batchId, index, null, answer, false);
+      else native.boundModels.send(batchId, index, answer, null, false);
     }
     native.boundModels.send(batchId, index, null, null, true);
   } catch (error) {
     native.boundModels.send(batchId, index, null, failureOf(error, name), true);
   }
+}
+
+function isFailure(answer: NativeBoundOutput[] | NativeBoundFailure): answer is NativeBoundFailure {
+  return typeof answer[0] === 'number';
 }
 
 function isIterable(value: unknown): value is BoundStream {

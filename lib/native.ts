@@ -221,12 +221,14 @@ export interface NativeAddon extends NativeObservability {
 
 /**
  * A request of a batch Triton handed to a bound model: id, inputs as
- * [name, datatype (enum), shape, bytes] (a view of Triton's memory, detached
- * when the batch ends), parameters, requested outputs, correlation id.
+ * [name, datatype (enum), shape, buffer, byte offset, byte length] (small
+ * inputs copied into one buffer the batch's inputs share; larger ones a view
+ * of Triton's memory, detached when the batch ends), parameters, requested
+ * outputs, correlation id.
  */
 export type NativeBoundRequest = [
   id: string,
-  inputs: Array<[name: string, datatype: number, shape: number[], data: ArrayBuffer]>,
+  inputs: Array<[name: string, datatype: number, shape: number[], data: ArrayBuffer, byteOffset: number, byteLength: number]>,
   parameters: Array<[string, string | number | boolean]>,
   outputs: string[],
   correlationId: number,
@@ -259,8 +261,12 @@ export interface NativeBoundModels {
    * of a failure that replaced bad outputs, else undefined.
    */
   send(batchId: number, index: number, outputs: NativeBoundOutput[] | null, failure: NativeBoundFailure | null, final: boolean): string | undefined;
-  /** Ends a batch: requests left unanswered fail (with `failure`, else INTERNAL). False if it had ended. */
-  finish(batchId: number, failure?: NativeBoundFailure): boolean;
+  /**
+   * Ends a batch, after answering each request with `answers` (outputs, or
+   * a failure) when given: requests left unanswered fail (with `failure`,
+   * else INTERNAL). False if it had ended.
+   */
+  finish(batchId: number, failure?: NativeBoundFailure | null, answers?: Array<NativeBoundOutput[] | NativeBoundFailure>): boolean;
   /** The addon file, which Triton loads as the bound models' backend. */
   addonPath(): string;
   /** Batches Triton handed over and not yet released, process-wide. */

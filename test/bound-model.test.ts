@@ -93,6 +93,31 @@ describe('bindModel', () => {
     await expectNoBatchesLive();
   });
 
+  it('hands large inputs over as views of Triton’s memory, detached when the batch ends; small ones as copies', async () => {
+    const kept: Float32Array[] = [];
+    const model = await server.bindModel(
+      { name: 'ts_sum', inputs: [{ name: 'X', datatype: 'FP32', dims: [-1] }], outputs: [{ name: 'S', datatype: 'FP32', dims: [1] }] },
+      (requests) =>
+        requests.map((r) => {
+          const x = r.inputs.X!.data as Float32Array;
+          kept.push(x);
+          return { S: new Float32Array([x.reduce((a, b) => a + b, 0)]) };
+        }),
+    );
+    try {
+      const large = new Float32Array(16_384).fill(0.5); // 64 KiB
+      const small = new Float32Array([1, 2, 3]);
+      expect([...((await model.infer({ inputs: { X: large } })).outputs.S!.data as Float32Array)]).toEqual([8192]);
+      expect([...((await model.infer({ inputs: { X: small } })).outputs.S!.data as Float32Array)]).toEqual([6]);
+      expect(kept[0]!.length).toBe(0); // the view went with the batch
+      expect([...kept[1]!]).toEqual([1, 2, 3]); // a copy stays
+      expect(large[0]).toBe(0.5); // the caller's memory is untouched
+    } finally {
+      await server.unbindModel('ts_sum');
+    }
+    await expectNoBatchesLive();
+  });
+
   it('passes BYTES, parameters, ids and requested outputs through', async () => {
     const seen: BoundRequest[] = [];
     const model = await server.bindModel(
