@@ -550,6 +550,16 @@ export class BoundModels {
     }
   }
 
+  /** Whether `name` is bound to this server on this thread. */
+  has(name: string): boolean {
+    return this.#names.has(name);
+  }
+
+  /** The model was unloaded (unloadModel): its handler goes, and its name is free again. */
+  unloaded(name: string): void {
+    if (this.#names.has(name)) this.#forget(name);
+  }
+
   /** The server stopped (or this thread let go of it): every handler goes; the owner removes the repository. */
   close(): void {
     for (const name of [...this.#names]) this.#forget(name);

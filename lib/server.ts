@@ -548,6 +548,8 @@ export class Server implements InferenceServer, AsyncDisposable {
     this.#inference.forgetModels();
     await this.#call((s) => s.unloadModel(name, options.unloadDependents ?? false));
     this.#inference.health.replaced(name, 'unloaded');
+    // A bound model ends with its unload (its requests in flight still finish).
+    this.#bound.unloaded(name);
     if (options.wait === false) return;
     // Wait until no version is ready or still unloading.
     const timeoutMs = options.timeoutMs ?? this.#exitTimeoutSeconds * 1000;

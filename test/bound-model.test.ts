@@ -208,6 +208,25 @@ describe('bindModel', () => {
     await expectNoBatchesLive();
   });
 
+  it('a request’s timeoutMs reaches the handler’s AbortSignal', async () => {
+    let reason: unknown;
+    const model = await server.bindModel({ name: 'ts_timeout', inputs: [X4], outputs: [Y4] }, async (requests) => {
+      const { signal } = requests[0]!;
+      await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+      reason = signal.reason;
+      throw signal.reason;
+    });
+    try {
+      const error = await rejection(model.infer({ inputs: { X: new Float32Array(4) }, timeoutMs: 100 }));
+      expect(error.code).toBe('CANCELLED');
+      await vi.waitFor(() => expect(reason).toBeDefined());
+      expect((reason as Error).message).toBe('the request was cancelled');
+    } finally {
+      await server.unbindModel('ts_timeout');
+    }
+    await expectNoBatchesLive();
+  });
+
   it('streams a decoupled model’s responses', async () => {
     const model = await server.bindModel(
       {
@@ -265,6 +284,21 @@ ensemble_scheduling { step [
       await rm(repo, { recursive: true, force: true });
     }
     await expectNoBatchesLive();
+  });
+
+  it('unloadModel ends a bound model too; its name can be bound again', async () => {
+    await server.bindModel({ name: 'ts_again', inputs: [X4], outputs: [Y4] }, double);
+    await server.unloadModel('ts_again');
+    expect(await server.model('ts_again').ready()).toBe(false);
+    expect((await rejection(server.unbindModel('ts_again'))).code).toBe('NOT_FOUND');
+    const again = await server.bindModel({ name: 'ts_again', inputs: [X4], outputs: [Y4] }, (requests) =>
+      requests.map(() => ({ Y: new Float32Array([7, 7, 7, 7]) })),
+    );
+    try {
+      expect([...((await again.infer({ inputs: { X: new Float32Array(4) } })).outputs.Y!.data as Float32Array)]).toEqual([7, 7, 7, 7]);
+    } finally {
+      await server.unbindModel('ts_again');
+    }
   });
 
   it('refuses bad definitions, duplicate names and unknown unbinds', async () => {
