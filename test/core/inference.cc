@@ -21,8 +21,10 @@
 // - The worker takes the requests already queued together (up to
 //   max_batch_size, with dynamic batching) and runs them as one execution.
 // - Backends: identity (native, like Triton's), python (python_backend.cc:
-//   the model's own model.py in an embedded CPython), ensembles
-//   (ensemble.cc).
+//   the model's own model.py in an embedded CPython), repeat
+//   (repeat_backend.cc), ensembles (ensemble.cc), and any other backend
+//   name from a shared library implementing Triton's backend API
+//   (library_backend.cc), which gets the requests themselves.
 #include <chrono>
 #include <climits>
 #include <unordered_set>
@@ -268,8 +270,8 @@ ValidateRequest(TRITONSERVER_InferenceRequest* r)
             std::to_string(spec.max_batch_size) + " for '" + model_name + "'");
   }
 
-  for (const auto& p : r->inputs) {
-    const RequestInput& in = p.second;
+  for (auto& p : r->inputs) {
+    RequestInput& in = p.second;
     const IOSpec* io = spec.Input(in.name);
     if (in.dtype != io->dtype) {
       return Err(
@@ -337,6 +339,7 @@ ValidateRequest(TRITONSERVER_InferenceRequest* r)
       with_batch.push_back(r->batch_size);
     }
     with_batch.insert(with_batch.end(), shape.begin(), shape.end());
+    in.backend_shape = with_batch;
     for (const auto& c : in.chunks) {
       if (c.mtype == TRITONSERVER_MEMORY_GPU) {
         return Err(
@@ -365,22 +368,6 @@ ValidateRequest(TRITONSERVER_InferenceRequest* r)
   return Status();
 }
 
-}  // namespace
-
-void
-ReleaseRequest(TRITONSERVER_InferenceRequest* r)
-{
-  auto fn = r->release_fn;
-  void* userp = r->release_userp;
-  // The callback may delete the request.
-  std::shared_ptr<RequestShared> shared = std::atomic_load(&r->shared);
-  r->state = RequestState::kReleased;
-  fn(r, TRITONSERVER_REQUEST_RELEASE_ALL, userp);
-  LeaveIfDone(shared);
-}
-
-namespace {
-
 // Requests and responses handed out and not yet deleted, to catch a second
 // delete (which in real Triton frees freed memory).
 std::mutex g_live_mu;
@@ -408,6 +395,24 @@ Untrack(
 }
 
 }  // namespace
+
+void
+ReleaseRequest(TRITONSERVER_InferenceRequest* r)
+{
+  auto fn = r->release_fn;
+  void* userp = r->release_userp;
+  // The callback may delete the request.
+  std::shared_ptr<RequestShared> shared = std::atomic_load(&r->shared);
+  r->state = RequestState::kReleased;
+  fn(r, TRITONSERVER_REQUEST_RELEASE_ALL, userp);
+  LeaveIfDone(shared);
+}
+
+void
+TrackResponse(const TRITONSERVER_InferenceResponse* response)
+{
+  Track(g_live_responses, response);
+}
 
 void
 LeaveIfDone(const std::shared_ptr<RequestShared>& shared)
@@ -551,8 +556,11 @@ ExecContext::Send(
   }
   // Real Triton's Python backend reports no per-response statistics
   // (observed 2026-12-01: "response_stats":{} after a repeat_int32 stream).
-  const bool response_stats =
-      model_->spec.decoupled && model_->spec.backend != "python";
+  // A backend library reports its own (TRITONBACKEND_ModelInstance-
+  // ReportResponseStatistics, which the test core does not offer).
+  const bool response_stats = model_->spec.decoupled &&
+                              model_->spec.backend != "python" &&
+                              !model_->backend->FromLibrary();
   if (response_stats) {
     const uint64_t start = last_response_ns ? last_response_ns : compute_input_end_ns;
     std::lock_guard<std::mutex> lk(model_->stats.mu);
@@ -583,6 +591,7 @@ void
 ExecContext::SendFlags(uint32_t flags)
 {
   if (model_->spec.decoupled && model_->spec.backend != "python" &&
+      !model_->backend->FromLibrary() &&
       (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL)) {
     const uint64_t start =
         last_response_ns ? last_response_ns : compute_input_end_ns;
@@ -666,13 +675,17 @@ RespondErrorAndRelease(TRITONSERVER_InferenceRequest* r, const Status& st)
 // before it fails an execution (its message-queue timeout, 1 s).
 constexpr int kDeadStubReplyWaitMs = 1000;
 
-// One execution: the requests the scheduler took from the queue together.
+// One execution: the requests the scheduler took from the queue together,
+// on the worker thread of model instance 'instance'.
 void
-Process(const std::vector<Job>& jobs)
+Process(const std::vector<Job>& jobs, size_t instance)
 {
   std::shared_ptr<Model> model = jobs.front().request->model;
   const uint64_t start_ns = NowNs();
   const bool decoupled = model->spec.decoupled;
+  const bool library = model->backend->FromLibrary();
+  // For a backend library: the requests handed over as they are.
+  std::vector<PendingRequest> pending;
 
   struct Item {
     TRITONSERVER_InferenceRequest* r;
@@ -741,6 +754,10 @@ Process(const std::vector<Job>& jobs)
         continue;
       }
     }
+    if (library) {
+      pending.push_back(PendingRequest{r, job.enqueue_ns, trace});
+      continue;
+    }
     auto item = std::make_unique<Item>();
     item->r = r;
     item->trace = trace;
@@ -785,28 +802,15 @@ Process(const std::vector<Job>& jobs)
     }
     items.push_back(std::move(item));
   }
-  if (items.empty()) {
+  if (library) {
+    // The backend releases the requests, sends their responses and reports
+    // the statistics itself (TRITONBACKEND_ModelInstanceExecute).
+    if (!pending.empty()) {
+      model->backend->ExecuteRequests(instance, pending);
+    }
     return;
   }
-
-  if (model->backend->OwnsRequests()) {
-    // The backend answers, releases and reports each request itself.
-    std::vector<OwnedRequest> owned;
-    for (auto& item : items) {
-      item->ctx->detached = true;
-      owned.push_back(OwnedRequest{item->r, item->ctx, item->job->enqueue_ns});
-      item->r = nullptr;
-    }
-    model->backend->ExecuteOwned(owned);
-    const uint64_t end_ns = NowNs();
-    for (auto& item : items) {
-      if (item->trace == nullptr) continue;
-      TraceReport(item->trace, TRITONSERVER_TRACE_COMPUTE_START, start_ns);
-      TraceReport(item->trace, TRITONSERVER_TRACE_COMPUTE_END, end_ns);
-      TraceReport(item->trace, TRITONSERVER_TRACE_REQUEST_END, NowNs());
-      TraceRelease(item->trace);
-      item->trace = nullptr;
-    }
+  if (items.empty()) {
     return;
   }
 
@@ -895,7 +899,7 @@ Process(const std::vector<Job>& jobs)
 }  // namespace
 
 void
-WorkerLoop(std::shared_ptr<Executor> ex)
+WorkerLoop(std::shared_ptr<Executor> ex, size_t instance)
 {
   while (true) {
     std::vector<Job> jobs;
@@ -931,7 +935,7 @@ WorkerLoop(std::shared_ptr<Executor> ex)
         }
       }
     }
-    Process(jobs);
+    Process(jobs, instance);
     {
       std::lock_guard<std::mutex> lk(ex->mu);
       ex->inflight -= jobs.size();
@@ -1228,6 +1232,7 @@ TRITONSERVER_InferenceRequestAddInput(
   if (dim_count > 0) {
     in.shape.assign(shape, shape + dim_count);
   }
+  inference_request->input_order.push_back(in.name);
   inference_request->inputs.emplace(in.name, std::move(in));
   return nullptr;
 }

@@ -637,6 +637,7 @@ ServerCore::CreateModel(
   m->version_mtime = VersionTimestamp(info.path, version);
   m->keepalive = info.tempdir;
   m->backend = std::move(backend);
+  m->backend->Attach(m);
   m->stubs = std::move(stubs);
   if (opts.metrics) {
     m->metrics = GetMetricReporter(info.name, version);
@@ -660,6 +661,12 @@ ServerCore::CreateModel(
       }
       return;
     }
+    // A backend library's instances and model are finalized as the model
+    // goes, before its unload is complete (Triton's ~TritonModel): nothing
+    // executes any more, since every execution holds the model.
+    if (p->backend && p->backend->FromLibrary()) {
+      p->backend.reset();
+    }
     if (auto core = weak.lock()) {
       core->OnModelDestroyed(p);
     } else {
@@ -673,6 +680,9 @@ ServerCore::CreateModel(
   {
     std::lock_guard<std::mutex> lk(mu);
     backends_used.insert(m->spec.backend);
+    if (m->backend->FromLibrary()) {
+      backend_paths[m->spec.backend] = m->backend->LibraryPath();
+    }
   }
   return Status();
 }
@@ -1438,8 +1448,11 @@ ServerCore::PrintModelTables()
     for (const auto& b : backends_used) {
       const std::string lib =
           b == "python" ? "libtriton_python.so" : "libtriton_" + b + ".so";
+      auto path = backend_paths.find(b);
       backends.AddRow(
-          {b, opts.backend_dir + "/" + b + "/" + lib,
+          {b,
+           path != backend_paths.end() ? path->second
+                                       : opts.backend_dir + "/" + b + "/" + lib,
            std::string("{\"cmdline\":{\"auto-complete-config\":\"") +
                (opts.strict_model_config ? "false" : "true") +
                "\",\"backend-directory\":\"" + opts.backend_dir +
@@ -1579,7 +1592,7 @@ ServerCore::StartExecutor(const ModelSpec& spec)
   std::vector<std::thread> threads;
   ex->alive_threads = spec.instance_count;
   for (int i = 0; i < spec.instance_count; ++i) {
-    threads.emplace_back(WorkerLoop, ex);
+    threads.emplace_back(WorkerLoop, ex, static_cast<size_t>(i));
   }
   std::lock_guard<std::mutex> lk(threads_mu_);
   executors_.emplace_back(ex, std::move(threads));

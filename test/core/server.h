@@ -160,26 +160,34 @@ struct OutTensor {
 };
 
 class ExecContext;
-// A request handed to a backend that owns it (OwnsRequests): the backend
-// answers and releases it (TRITONSERVER_InferenceRequest) itself.
-struct OwnedRequest {
-  TRITONSERVER_InferenceRequest* request;
-  std::shared_ptr<ExecContext> ctx;
-  uint64_t enqueue_ns;
+// A request the scheduler hands to a backend that takes the requests
+// themselves (a backend library: see library_backend.cc).
+struct PendingRequest {
+  TRITONSERVER_InferenceRequest* request = nullptr;
+  uint64_t enqueue_ns = 0;  // when the scheduler queued it
+  TRITONSERVER_InferenceTrace* trace = nullptr;  // now owned by the backend
 };
 class Backend {
  public:
   virtual ~Backend() = default;
-  // Backends in shared libraries (Triton's backend API) take ownership of
-  // the requests of an execution: they answer, release and report them.
-  virtual bool OwnsRequests() const { return false; }
-  virtual void ExecuteOwned(const std::vector<OwnedRequest>&) {}
   // Runs the batch of requests the scheduler formed (one execution, as a
   // Triton backend's ModelInstanceExecute). Must send exactly the responses
   // the model makes for each request: one FINAL response for a
   // non-decoupled model; any number of responses then a FINAL flag for a
   // decoupled one.
   virtual void Execute(const std::vector<ExecContext*>& batch) = 0;
+  // A backend library (TRITONBACKEND_* entry points) gets the requests
+  // themselves instead, on the worker thread of instance 'instance': it
+  // releases them and sends their responses, possibly later and from other
+  // threads, and reports the statistics.
+  virtual bool FromLibrary() const { return false; }
+  virtual void ExecuteRequests(
+      size_t /*instance*/, const std::vector<PendingRequest>& /*requests*/)
+  {
+  }
+  // The loaded model this backend now belongs to (set once it exists).
+  virtual void Attach(Model* /*model*/) {}
+  virtual std::string LibraryPath() const { return std::string(); }
 };
 // What a backend is created from (TRITONBACKEND_ModelInitialize's view).
 struct BackendArgs {
@@ -195,15 +203,18 @@ Status CreateBackend(const BackendArgs& args, std::unique_ptr<Backend>* out);
 Status CreatePythonBackend(const BackendArgs& args, std::unique_ptr<Backend>* out);
 // The repeat backend (repeat_backend.cc): a C++ decoupled backend.
 Status CreateRepeatBackend(const BackendArgs& args, std::unique_ptr<Backend>* out);
+// A backend in a shared library found like Triton finds one
+// (library_backend.cc): any backend name that is not built in.
+Status CreateLibraryBackend(const BackendArgs& args, std::unique_ptr<Backend>* out);
+// The process-wide owner of loaded backend libraries, shared by every
+// server like Triton's backend manager; backends it holds are finalized
+// when the last server holding it goes.
+class LibraryBackendManager;
+std::shared_ptr<LibraryBackendManager> AcquireBackendManager();
 // Calls TritonPythonModel.auto_complete_config when the model has one
 // (auto-complete on, i.e. strict_model_config false) and applies its changes.
 Status PythonAutoCompleteConfig(
     const std::string& model_path, int64_t version, PMsg* config);
-// Any other backend: a shared library found by Triton's search rules and
-// driven through the backend API (library_backend.cc).
-Status CreateLibraryBackend(const BackendArgs& args, std::unique_ptr<Backend>* out);
-// Keeps the process's backend libraries initialized while a server lives.
-std::shared_ptr<void> HoldBackendManager();
 // Ensembles (ensemble.cc): steps scheduled by input_map/output_map.
 Status CreateEnsembleBackend(const BackendArgs& args, std::unique_ptr<Backend>* out);
 
@@ -273,7 +284,10 @@ enum class ServerState { kInvalid, kInitializing, kReady, kExiting, kFailed };
 
 class ServerCore : public std::enable_shared_from_this<ServerCore> {
  public:
-  explicit ServerCore(const TRITONSERVER_ServerOptions& o) : opts(o) {}
+  explicit ServerCore(const TRITONSERVER_ServerOptions& o)
+      : opts(o), backend_manager(AcquireBackendManager())
+  {
+  }
   // Requests submitted whose release or FINAL response is still to come.
   std::shared_ptr<std::atomic<int64_t>> requests_inside =
       std::make_shared<std::atomic<int64_t>>(0);
@@ -313,6 +327,7 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   void PrintModelTables();
 
   TRITONSERVER_ServerOptions opts;
+  std::shared_ptr<LibraryBackendManager> backend_manager;
   std::atomic<ServerState> state{ServerState::kInvalid};
   std::atomic<uint64_t> inflight_non_inference{0};
 
@@ -326,8 +341,7 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   // Replaced or failed model objects still alive (by generation).
   std::map<uint64_t, std::pair<std::string, std::weak_ptr<Model>>> background;
   std::set<std::string> backends_used;
-  // The backend libraries (library_backend.cc) stay loaded while it is set.
-  std::shared_ptr<void> backend_manager = HoldBackendManager();
+  std::map<std::string, std::string> backend_paths;  // library backends
 
  private:
   struct PollResult {
@@ -382,6 +396,9 @@ struct RequestInput {
   std::vector<int64_t> shape;
   std::vector<InputChunk> chunks;
   uint64_t total = 0;
+  // The shape a backend sees (batch dimension included, reshape applied),
+  // set by validation.
+  std::vector<int64_t> backend_shape;
 };
 // State shared by a request and the work done for it; outlives the
 // request's release so that cancellation keeps working for decoupled models.
@@ -421,6 +438,7 @@ struct TRITONSERVER_InferenceRequest {
   // Filled by validation.
   int64_t batch_size = 0;
   std::vector<std::string> outputs_to_send;
+  std::vector<std::string> input_order;  // names in AddInput order
   uint64_t request_start_ns = 0;
   TRITONSERVER_InferenceTrace* trace = nullptr;  // set by ServerInferAsync
   std::string LogRequest() const
@@ -504,8 +522,13 @@ class ExecContext : public std::enable_shared_from_this<ExecContext> {
            compute_output_start_ns = 0, last_response_ns = 0;
 };
 
-void WorkerLoop(std::shared_ptr<Executor> ex);
-// Hands a request back to its owner (its release callback).
+// The worker thread of model instance 'instance'.
+void WorkerLoop(std::shared_ptr<Executor> ex, size_t instance);
+
+// Request and response bookkeeping shared with library_backend.cc.
+// Calls the request's release callback (RELEASE_ALL).
 void ReleaseRequest(TRITONSERVER_InferenceRequest* r);
+// A response handed to a response callback (deleted later by its owner).
+void TrackResponse(const TRITONSERVER_InferenceResponse* response);
 
 }  // namespace tc

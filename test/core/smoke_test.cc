@@ -13,11 +13,13 @@
 #include <cstring>
 #include <deque>
 #include <dirent.h>
+#include <unordered_map>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "native/backend_api.h"
 #include "native/triton_api.h"
 
 namespace {
@@ -842,6 +844,658 @@ TestTwoServersAndConcurrency(const char* models)
   CHECK_OK(api.ServerDelete(b));
 }
 
+// ---------------------------------------------------------------------------
+// Backend libraries: the test core's backend API driven by the fixture
+// backend (test/core/fixture_backend.cc, libtriton_fixture.so).
+// ---------------------------------------------------------------------------
+struct BackendApi {
+#define TC_BFIELD(ret, name, params) TritonBackendFn_##name name = nullptr;
+  TRITON_BACKEND_API_FUNCTIONS(TC_BFIELD)
+#undef TC_BFIELD
+};
+
+// The event log of the fixture library loaded from 'library' (as the core
+// loaded it: the same file, whatever the path).
+std::string
+FixtureLog(const std::string& library, bool clear = false)
+{
+  void* h = dlopen(library.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  if (h == nullptr) {
+    return "<not loaded>";
+  }
+  std::string s;
+  auto log = reinterpret_cast<size_t (*)(char*, size_t)>(dlsym(h, "fixture_log"));
+  auto log_clear = reinterpret_cast<void (*)()>(dlsym(h, "fixture_log_clear"));
+  CHECK(log != nullptr && log_clear != nullptr);
+  if (log != nullptr) {
+    const size_t n = log(nullptr, 0);
+    s.resize(n + 1);
+    log(&s[0], n + 1);
+    s.resize(n);
+  }
+  if (clear && log_clear != nullptr) {
+    log_clear();
+  }
+  dlclose(h);
+  return s;
+}
+
+// Lines of 'log' that start with 'prefix'.
+std::vector<std::string>
+LogLines(const std::string& log, const std::string& prefix)
+{
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at < log.size()) {
+    size_t end = log.find('\n', at);
+    if (end == std::string::npos) end = log.size();
+    const std::string line = log.substr(at, end - at);
+    if (line.rfind(prefix, 0) == 0) out.push_back(line);
+    at = end + 1;
+  }
+  return out;
+}
+
+bool
+WaitForLogLine(const std::string& library, const std::string& line)
+{
+  for (int i = 0; i < 500; ++i) {
+    if (!LogLines(FixtureLog(library), line).empty()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+void
+Shell(const std::string& cmd)
+{
+  if (std::system(cmd.c_str()) != 0) {
+    std::fprintf(stderr, "command failed: %s\n", cmd.c_str());
+    ++failures;
+  }
+}
+
+// A model of the fixture backend: X (FP32) in, Y (FP32) out.
+std::string
+FixtureConfig(
+    const std::string& name, const std::string& backend, const std::string& extra,
+    int max_batch_size = 8)
+{
+  return "name: \"" + name + "\"\nbackend: \"" + backend +
+         "\"\nmax_batch_size: " + std::to_string(max_batch_size) +
+         "\ninput [ { name: \"X\" data_type: TYPE_FP32 dims: [ -1 ] } ]\n"
+         "output [ { name: \"Y\" data_type: TYPE_FP32 dims: [ -1 ] } ]\n" +
+         extra;
+}
+
+void
+ExpectLoadError(
+    TRITONSERVER_Server* server, const std::string& model,
+    TRITONSERVER_Error_Code code, const std::string& reason, int line)
+{
+  TRITONSERVER_Error* err = api.ServerLoadModel(server, model.c_str());
+  if (err == nullptr) {
+    std::fprintf(stderr, "line %d: loading %s succeeded\n", line, model.c_str());
+    ++failures;
+    return;
+  }
+  const std::string msg = api.ErrorMessage(err);
+  // The load fails INVALID_ARG; the reason carries the backend's code.
+  TRITONSERVER_Error* inner = api.ErrorNew(code, "");
+  const std::string expected = "load failed for model '" + model +
+                               "': version 1 is at UNAVAILABLE state: " +
+                               api.ErrorCodeString(inner) + ": " + reason;
+  api.ErrorDelete(inner);
+  CHECK(api.ErrorCode(err) == TRITONSERVER_ERROR_INVALID_ARG);
+  if (msg.rfind(expected, 0) != 0) {
+    std::fprintf(
+        stderr, "line %d: expected '%s...', got '%s'\n", line, expected.c_str(),
+        msg.c_str());
+    ++failures;
+  }
+  api.ErrorDelete(err);
+}
+#define EXPECT_LOAD_ERROR(server, model, code, reason) \
+  ExpectLoadError((server), (model), (code), (reason), __LINE__)
+
+// The reason code of a failed load, from the model index.
+void
+ExpectLoadErrorCode(
+    TRITONSERVER_Server* server, const std::string& model,
+    const std::string& code_text, int line)
+{
+  TRITONSERVER_Message* msg = nullptr;
+  CHECK_OK(api.ServerModelIndex(server, 0, &msg));
+  const std::string index = MessageJson(msg);
+  const std::string needle = "{\"name\":\"" + model +
+                             "\",\"version\":\"1\",\"state\":\"UNAVAILABLE\","
+                             "\"reason\":\"" + code_text + ": ";
+  if (index.find(needle) == std::string::npos) {
+    std::fprintf(
+        stderr, "line %d: index lacks %s in %s\n", line, needle.c_str(),
+        index.c_str());
+    ++failures;
+  }
+}
+
+TRITONSERVER_InferenceRequest*
+FixtureRequest(
+    TRITONSERVER_Server* server, const char* model, Inbox* inbox,
+    const std::vector<int64_t>& shape, const std::vector<float>& x)
+{
+  TRITONSERVER_InferenceRequest* r = NewRequest(server, model, inbox);
+  CHECK_OK(api.InferenceRequestAddInput(
+      r, "X", TRITONSERVER_TYPE_FP32, shape.data(), shape.size()));
+  CHECK_OK(api.InferenceRequestAppendInputData(
+      r, "X", x.data(), x.size() * sizeof(float), TRITONSERVER_MEMORY_CPU, 0));
+  return r;
+}
+
+// Checks a FINAL response with Y = factor * x, then the release.
+void
+ExpectY(
+    Inbox& inbox, const std::vector<int64_t>& shape, const std::vector<float>& x,
+    float factor, int line)
+{
+  inbox.Wait();
+  std::lock_guard<std::mutex> lk(inbox.mu);
+  const bool shaped = inbox.events.size() == 2 &&
+                      inbox.events[0].kind == Event::kResponse &&
+                      inbox.events[0].response != nullptr &&
+                      inbox.events[1].kind == Event::kRelease;
+  if (!shaped) {
+    std::fprintf(stderr, "line %d: expected a response then the release\n", line);
+    ++failures;
+    return;
+  }
+  TRITONSERVER_InferenceResponse* resp = inbox.events[0].response;
+  TRITONSERVER_Error* err = api.InferenceResponseError(resp);
+  if (err != nullptr) {
+    std::fprintf(stderr, "line %d: response error %s\n", line, api.ErrorMessage(err));
+    api.ErrorDelete(err);
+    ++failures;
+  }
+  uint32_t count = 0;
+  CHECK_OK(api.InferenceResponseOutputCount(resp, &count));
+  if (count == 1) {
+    std::string name;
+    std::vector<int64_t> oshape;
+    auto y = OutputValues<float>(resp, 0, &name, &oshape);
+    std::vector<float> want;
+    for (float v : x) want.push_back(factor * v);
+    if (name != "Y" || oshape != shape || y != want) {
+      std::fprintf(stderr, "line %d: wrong Y\n", line);
+      ++failures;
+    }
+  } else {
+    std::fprintf(stderr, "line %d: %u outputs\n", line, count);
+    ++failures;
+  }
+  CHECK_OK(api.InferenceResponseDelete(resp));
+}
+
+std::string
+Statistics(TRITONSERVER_Server* server, const char* model)
+{
+  TRITONSERVER_Message* msg = nullptr;
+  CHECK_OK(api.ServerModelStatistics(server, model, -1, &msg));
+  return msg == nullptr ? std::string() : MessageJson(msg);
+}
+
+std::string
+MetricsText(TRITONSERVER_Server* server)
+{
+  TRITONSERVER_Metrics* metrics = nullptr;
+  CHECK_OK(api.ServerMetrics(server, &metrics));
+  const char* base = nullptr;
+  size_t size = 0;
+  CHECK_OK(api.MetricsFormatted(metrics, TRITONSERVER_METRIC_PROMETHEUS, &base, &size));
+  std::string text(base, size);
+  CHECK_OK(api.MetricsDelete(metrics));
+  return text;
+}
+
+#define CHECK_HAS(text, part)                                                \
+  do {                                                                       \
+    if ((text).find(part) == std::string::npos) {                            \
+      std::fprintf(stderr, "%s:%d: missing %s in %s\n", __FILE__, __LINE__,  \
+                   std::string(part).c_str(), std::string(text).c_str());    \
+      ++failures;                                                            \
+    }                                                                        \
+  } while (false)
+
+void
+TestBackendApiExports(void* core)
+{
+  BackendApi b;
+#define TC_BLOAD(ret, name, params)                                         \
+  b.name = reinterpret_cast<TritonBackendFn_##name>(                        \
+      dlsym(core, "TRITONBACKEND_" #name));                                 \
+  if (b.name == nullptr) {                                                  \
+    std::fprintf(stderr, "missing TRITONBACKEND_%s\n", #name);             \
+    ++failures;                                                             \
+    return;                                                                 \
+  }
+  TRITON_BACKEND_API_FUNCTIONS(TC_BLOAD)
+#undef TC_BLOAD
+  uint32_t major = 0, minor = 0;
+  CHECK_OK(b.ApiVersion(&major, &minor));
+  CHECK(major == 1 && minor == 19);
+  const TRITONSERVER_Error_Code bad = TRITONSERVER_ERROR_INVALID_ARG;
+  EXPECT_ERROR(b.ApiVersion(nullptr, &minor), bad,
+               "test core: argument 'major' must not be null");
+  const char* text = nullptr;
+  EXPECT_ERROR(b.RequestId(nullptr, &text), bad,
+               "test core: argument 'request' must not be null");
+  EXPECT_ERROR(b.ModelName(nullptr, &text), bad,
+               "test core: argument 'model' must not be null");
+  EXPECT_ERROR(b.ModelInstanceName(nullptr, &text), bad,
+               "test core: argument 'instance' must not be null");
+  TRITONSERVER_Message* msg = nullptr;
+  EXPECT_ERROR(b.ModelConfig(nullptr, 1, &msg), bad,
+               "test core: argument 'model' must not be null");
+  EXPECT_ERROR(b.ResponseSend(nullptr, TRITONSERVER_RESPONSE_COMPLETE_FINAL, nullptr),
+               bad, "response was nullptr");
+  EXPECT_ERROR(b.ResponseOutput(nullptr, nullptr, "Y", TRITONSERVER_TYPE_FP32, nullptr, 0),
+               bad, "response was nullptr");
+  EXPECT_ERROR(b.InputProperties(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr),
+               bad, "test core: argument 'input' must not be null");
+  EXPECT_ERROR(b.ResponseFactorySendFlags(nullptr, TRITONSERVER_RESPONSE_COMPLETE_FINAL),
+               bad, "test core: argument 'factory' must not be null");
+  EXPECT_ERROR(b.RequestRelease(nullptr, TRITONSERVER_REQUEST_RELEASE_ALL), bad,
+               "test core: argument 'request' must not be null");
+  EXPECT_ERROR(b.ModelInstanceReportStatistics(nullptr, nullptr, true, 0, 0, 0, 0), bad,
+               "test core: argument 'instance' must not be null");
+  TRITONBACKEND_Response* response = nullptr;
+  EXPECT_ERROR(b.ResponseNew(&response, nullptr), bad,
+               "test core: argument 'request' must not be null");
+  CHECK(response == nullptr);
+}
+
+void
+TestBackendLibraries(const char* core_path, const char* fixture)
+{
+  char tmpl[] = "/tmp/testcore_backends_XXXXXX";
+  CHECK(mkdtemp(tmpl) != nullptr);
+  const std::string tmp = tmpl;
+  const std::string backends = tmp + "/backends", repo = tmp + "/repo";
+  const std::string copy = tmp + "/real/fixture_runtime.so";
+  Shell("mkdir -p " + backends + "/fixture " + backends + "/fixture_badinit " +
+        backends + "/noexec " + backends + "/garbage " + repo + " " + tmp + "/real");
+  Shell(std::string("ln -s ") + fixture + " " + backends + "/fixture/libtriton_fixture.so");
+  Shell(std::string("ln -s ") + fixture + " " + backends +
+        "/fixture_badinit/libtriton_fixture_badinit.so");
+  Shell(std::string("ln -s ") + core_path + " " + backends + "/noexec/libtriton_noexec.so");
+  WriteText(backends + "/garbage/libtriton_garbage.so", "not a shared library\n");
+  Shell(std::string("cp ") + fixture + " " + copy);
+  auto model = [&](const std::string& name, const std::string& config) {
+    Shell("mkdir -p " + repo + "/" + name + "/1");
+    WriteText(repo + "/" + name + "/config.pbtxt", config);
+  };
+  model("fx_basic",
+        "name: \"fx_basic\"\nbackend: \"fixture\"\nmax_batch_size: 8\n"
+        "input [ { name: \"X\" data_type: TYPE_FP32 dims: [ -1 ] },"
+        " { name: \"Z\" data_type: TYPE_FP32 dims: [ -1 ] optional: true } ]\n"
+        "output [ { name: \"Y\" data_type: TYPE_FP32 dims: [ -1 ] },"
+        " { name: \"W\" data_type: TYPE_FP32 dims: [ -1 ] } ]\n"
+        "instance_group [ { count: 2 kind: KIND_CPU } ]\n");
+  model("fx_batch", FixtureConfig("fx_batch", "fixture", "dynamic_batching { }\n"));
+  model("fx_decoupled",
+        FixtureConfig("fx_decoupled", "fixture",
+                      "model_transaction_policy { decoupled: true }\n", 0));
+  // The version directory is a link to a directory holding the library,
+  // named by runtime.
+  Shell("mkdir -p " + repo + "/fx_symlink");
+  WriteText(repo + "/fx_symlink/config.pbtxt",
+            FixtureConfig("fx_symlink", "fixture_rt", "runtime: \"fixture_runtime.so\"\n"));
+  Shell("ln -s " + tmp + "/real " + repo + "/fx_symlink/1");
+  // No runtime: the library in the model directory, a link (not checked).
+  model("fx_modeldir", FixtureConfig("fx_modeldir", "fixture_md", ""));
+  Shell(std::string("ln -s ") + fixture + " " + repo + "/fx_modeldir/libtriton_fixture_md.so");
+  // A runtime that is a link out of its directory, and one with "..".
+  model("fx_escape", FixtureConfig("fx_escape", "fixture", "runtime: \"libx.so\"\n"));
+  Shell(std::string("ln -s ") + fixture + " " + repo + "/fx_escape/1/libx.so");
+  model("fx_dotdot",
+        FixtureConfig("fx_dotdot", "fixture",
+                      "runtime: \"../../../backends/fixture/libtriton_fixture.so\"\n"));
+  model("fx_missing_rt", FixtureConfig("fx_missing_rt", "fixture", "runtime: \"nothere.so\"\n"));
+  model("fx_missing", FixtureConfig("fx_missing", "nosuch", ""));
+  model("fx_badinit", FixtureConfig("fx_badinit", "fixture_badinit", ""));
+  model("fx_garbage", FixtureConfig("fx_garbage", "garbage", ""));
+  model("fx_noexec", FixtureConfig("fx_noexec", "noexec", ""));
+  model("fx_model_fail",
+        FixtureConfig("fx_model_fail", "fixture",
+                      "parameters [ { key: \"fixture_fail_model_init\" value: "
+                      "{ string_value: \"yes\" } } ]\n"));
+  model("fx_instance_fail",
+        FixtureConfig("fx_instance_fail", "fixture",
+                      "instance_group [ { count: 3 kind: KIND_CPU } ]\n"
+                      "parameters [ { key: \"fixture_fail_instance\" value: "
+                      "{ string_value: \"fx_instance_fail_0_1\" } } ]\n"));
+
+  TRITONSERVER_ServerOptions* opts = nullptr;
+  CHECK_OK(api.ServerOptionsNew(&opts));
+  CHECK_OK(api.ServerOptionsSetModelRepositoryPath(opts, repo.c_str()));
+  CHECK_OK(api.ServerOptionsSetBackendDirectory(opts, backends.c_str()));
+  CHECK_OK(api.ServerOptionsSetModelControlMode(opts, TRITONSERVER_MODEL_CONTROL_EXPLICIT));
+  CHECK_OK(api.ServerOptionsSetModelLoadRetryCount(opts, 0));
+  CHECK_OK(api.ServerOptionsSetLogInfo(opts, false));
+  CHECK_OK(api.ServerOptionsSetLogError(opts, false));
+  CHECK_OK(api.ServerOptionsSetLogWarn(opts, false));
+  CHECK_OK(api.ServerOptionsSetExitTimeout(opts, 5));
+  TRITONSERVER_Server* server = nullptr;
+  CHECK_OK(api.ServerNew(&server, opts));
+  CHECK_OK(api.ServerOptionsDelete(opts));
+  if (server == nullptr) return;
+
+  // ---- finding and loading libraries ----
+  const TRITONSERVER_Error_Code invalid = TRITONSERVER_ERROR_INVALID_ARG;
+  EXPECT_LOAD_ERROR(server, "fx_missing", invalid,
+      "unable to find backend library for backend 'nosuch', try specifying "
+      "runtime on the model configuration.;");
+  EXPECT_LOAD_ERROR(server, "fx_missing_rt", invalid,
+      "unable to find backend library 'nothere.so' for model 'fx_missing_rt', "
+      "searched: '" + repo + "/fx_missing_rt/1' '" + repo + "/fx_missing_rt' '" +
+      backends + "/fixture' ;");
+  EXPECT_LOAD_ERROR(server, "fx_escape", invalid,
+      "backend library name 'libx.so' escapes backend directory '" + repo +
+      "/fx_escape/1', for model 'fx_escape', check model config runtime field;");
+  EXPECT_LOAD_ERROR(server, "fx_dotdot", invalid,
+      "backend library name '../../../backends/fixture/libtriton_fixture.so' "
+      "escapes backend directory '" + repo + "/fx_dotdot/1', for model "
+      "'fx_dotdot', check model config runtime field;");
+  EXPECT_LOAD_ERROR(server, "fx_garbage", TRITONSERVER_ERROR_NOT_FOUND,
+      "unable to load shared library: " + backends +
+      "/garbage/libtriton_garbage.so: ");
+  EXPECT_LOAD_ERROR(server, "fx_noexec", TRITONSERVER_ERROR_NOT_FOUND,
+      "unable to find required entrypoint 'TRITONBACKEND_ModelInstanceExecute' "
+      "in shared library");
+  ExpectLoadErrorCode(server, "fx_garbage", "Not found", __LINE__);
+  ExpectLoadErrorCode(server, "fx_escape", "Invalid argument", __LINE__);
+  CHECK(FixtureLog(fixture) == "<not loaded>");
+
+  // Initialize fails: the load fails with its error; Finalize still runs.
+  EXPECT_LOAD_ERROR(server, "fx_badinit", TRITONSERVER_ERROR_UNAVAILABLE,
+      "fixture: backend initialization failed;");
+  std::string log = FixtureLog(fixture, true);
+  CHECK(log == "Initialize fixture_badinit api 1.19\nFinalize fixture_badinit\n");
+  // ModelInitialize fails: ModelFinalize still runs, no instance is made.
+  EXPECT_LOAD_ERROR(server, "fx_model_fail", invalid,
+      "fixture: model initialization failed;");
+  log = FixtureLog(fixture, true);
+  CHECK(LogLines(log, "Initialize fixture ").size() == 1);
+  CHECK(LogLines(log, "ModelInitialize fx_model_fail 1 config2=<model "
+                      "configuration version 2 not supported, supported "
+                      "versions are: 1>").size() == 1);
+  CHECK(LogLines(log, "ModelFinalize fx_model_fail (no state)").size() == 1);
+  CHECK(LogLines(log, "Instance").empty());
+  // An instance fails: every instance is tried, all are finalized (the
+  // failed one too), then the model.
+  EXPECT_LOAD_ERROR(server, "fx_instance_fail", TRITONSERVER_ERROR_INTERNAL,
+      "fixture: instance fx_instance_fail_0_1 failed;");
+  log = FixtureLog(fixture, true);
+  {
+    std::vector<std::string> lines = LogLines(log, "Instance");
+    for (const auto& l : LogLines(log, "Model")) lines.push_back(l);
+    const std::vector<std::string> want = {
+        "InstanceInitialize fx_instance_fail_0_0 of fx_instance_fail",
+        "InstanceInitialize fx_instance_fail_0_1 of fx_instance_fail",
+        "InstanceFinalize fx_instance_fail_0_1 (no state)",
+        "InstanceInitialize fx_instance_fail_0_2 of fx_instance_fail",
+        "InstanceFinalize fx_instance_fail_0_0",
+        "InstanceFinalize fx_instance_fail_0_2",
+        "ModelInitialize fx_instance_fail 1 config2=<model configuration "
+        "version 2 not supported, supported versions are: 1>",
+        "ModelFinalize fx_instance_fail"};
+    CHECK(lines == want);
+    if (lines != want) std::fprintf(stderr, "log:\n%s", log.c_str());
+  }
+  CHECK(LogLines(log, "Initialize fixture ").empty());  // the backend stays
+
+  for (const char* m : {"fx_basic", "fx_batch", "fx_decoupled", "fx_symlink", "fx_modeldir"}) {
+    CHECK_OK(api.ServerLoadModel(server, m));
+  }
+  log = FixtureLog(fixture);
+  CHECK(LogLines(log, "Initialize fixture ").empty());  // one backend per path
+  CHECK(LogLines(log, "Initialize fixture_md api 1.19").size() == 1);
+  CHECK(LogLines(log, "InstanceInitialize fx_basic_0_").size() == 2);
+  CHECK(LogLines(log, "InstanceInitialize fx_basic_0_1 of fx_basic").size() == 1);
+  CHECK(LogLines(FixtureLog(copy), "Initialize fixture_rt api 1.19").size() == 1);
+  {  // ModelConfig gives what TRITONSERVER_ServerModelConfig gives.
+    TRITONSERVER_Message* msg = nullptr;
+    CHECK_OK(api.ServerModelConfig(server, "fx_basic", -1, 1, &msg));
+    CHECK(LogLines(log, "config " + MessageJson(msg)).size() == 1);
+  }
+
+  // ---- inference ----
+  const std::vector<float> x12 = {1.5f, -2.0f};
+  {  // one request; no output requested: both of the model's, sorted
+    Inbox inbox;
+    auto* r = FixtureRequest(server, "fx_basic", &inbox, {1, 2}, x12);
+    CHECK_OK(api.InferenceRequestSetBoolParameter(r, "fixture_probe", true));
+    CHECK_OK(api.ServerInferAsync(server, r, nullptr));
+    ExpectY(inbox, {1, 2}, x12, 2, __LINE__);
+    CHECK(inbox.events.size() == 2 && inbox.events[0].thread == inbox.events[1].thread &&
+          inbox.events[0].thread != std::this_thread::get_id());
+    CHECK_OK(api.InferenceRequestDelete(r));
+    log = FixtureLog(fixture, true);
+    CHECK_HAS(log, "Execute fx_basic_0_");
+    CHECK_HAS(log, " outputs=W,Y bad_output=<[request id: req-1] out of bounds "
+                   "index 2: request has 2 requested outputs> params=fixture_probe:b:true ");
+  }
+  {  // the probe: ids, inputs in Triton's order, parameters, bad indexes
+    Inbox inbox;
+    auto* r = FixtureRequest(server, "fx_basic", &inbox, {1, 2}, {});
+    CHECK_OK(api.InferenceRequestSetId(r, "probe-1"));
+    CHECK_OK(api.InferenceRequestSetCorrelationId(r, 7));
+    // X in two buffers (the request's own, not copied)
+    CHECK_OK(api.InferenceRequestAppendInputData(
+        r, "X", x12.data(), sizeof(float), TRITONSERVER_MEMORY_CPU, 0));
+    CHECK_OK(api.InferenceRequestAppendInputData(
+        r, "X", x12.data() + 1, sizeof(float), TRITONSERVER_MEMORY_CPU, 0));
+    const float z = 9;
+    const int64_t zshape[] = {1, 1};
+    CHECK_OK(api.InferenceRequestAddInput(r, "Z", TRITONSERVER_TYPE_FP32, zshape, 2));
+    CHECK_OK(api.InferenceRequestAppendInputData(
+        r, "Z", &z, sizeof(z), TRITONSERVER_MEMORY_CPU, 0));
+    CHECK_OK(api.InferenceRequestAddRequestedOutput(r, "Y"));
+    CHECK_OK(api.InferenceRequestSetBoolParameter(r, "fixture_probe", true));
+    CHECK_OK(api.InferenceRequestSetStringParameter(r, "s", "text"));
+    CHECK_OK(api.InferenceRequestSetIntParameter(r, "i", -5));
+    CHECK_OK(api.InferenceRequestSetDoubleParameter(r, "d", 2.5));
+    CHECK_OK(api.ServerInferAsync(server, r, nullptr));
+    ExpectY(inbox, {1, 2}, x12, 2, __LINE__);
+    CHECK_OK(api.InferenceRequestDelete(r));
+    // Triton's inputs are unordered maps (AddInput order into one, then
+    // copied into another); the backend sees their iteration order.
+    std::unordered_map<std::string, int> added, copied;
+    added.emplace("X", 0);
+    added.emplace("Z", 0);
+    for (const auto& p : added) copied.emplace(p.first, 0);
+    std::string first = copied.begin()->first;
+    const std::string xdesc = "X[1,2]:8/2", zdesc = "Z[1,1]:4/1";
+    const std::string extra = "{name_only=" + first + " past_end=ok/null/0/0/0}";
+    const std::string inputs = first == "X" ? xdesc + extra + "," + zdesc
+                                            : zdesc + extra + "," + xdesc;
+    log = FixtureLog(fixture, true);
+    const std::string want =
+        "probe id=probe-1 corr=7 inputs=" + inputs +
+        " bad_input=<[request id: probe-1] out of bounds index 2: request has 2 "
+        "inputs> outputs=Y bad_output=<[request id: probe-1] out of bounds "
+        "index 1: request has 1 requested outputs> params=fixture_probe:b:true,"
+        "s:s:text,i:i:-5,d:d:2.5 bad_param=<out of bounds index 4: request has "
+        "4 parameters> cancelled=false unknown_output=<unexpected inference "
+        "output 'NOPE' for model 'fx_basic'> second_buffer=<allocated buffer "
+        "for output 'Y' already exists>";
+    CHECK(LogLines(log, want).size() == 1);
+    if (LogLines(log, want).size() != 1) {
+      std::fprintf(stderr, "want: %s\nlog:\n%s", want.c_str(), log.c_str());
+    }
+  }
+  {  // a string correlation id
+    Inbox inbox;
+    auto* r = FixtureRequest(server, "fx_basic", &inbox, {1, 2}, x12);
+    CHECK_OK(api.InferenceRequestSetId(r, "probe-2"));
+    CHECK_OK(api.InferenceRequestSetCorrelationIdString(r, "abc"));
+    CHECK_OK(api.InferenceRequestSetBoolParameter(r, "fixture_probe", true));
+    CHECK_OK(api.ServerInferAsync(server, r, nullptr));
+    ExpectY(inbox, {1, 2}, x12, 2, __LINE__);
+    CHECK_OK(api.InferenceRequestDelete(r));
+    CHECK_HAS(FixtureLog(fixture, true),
+              "probe id=probe-2 corr=<[request id: probe-2] correlation ID in "
+              "request is not an unsigned int> ");
+  }
+  {  // the backend answers with an error and reports the request failed
+    Inbox inbox;
+    auto* r = FixtureRequest(server, "fx_basic", &inbox, {1, 2}, x12);
+    CHECK_OK(api.InferenceRequestSetBoolParameter(r, "fixture_fail", true));
+    CHECK_OK(api.ServerInferAsync(server, r, nullptr));
+    inbox.Wait();
+    CHECK_OK(api.InferenceRequestDelete(r));
+    ExpectResponseError(inbox.events, invalid, "fixture: request failed", __LINE__);
+  }
+  {  // ModelInstanceExecute fails: the core answers and releases
+    Inbox inbox;
+    auto* r = FixtureRequest(server, "fx_basic", &inbox, {1, 2}, x12);
+    CHECK_OK(api.InferenceRequestSetBoolParameter(r, "fixture_execute_error", true));
+    CHECK_OK(api.ServerInferAsync(server, r, nullptr));
+    inbox.Wait();
+    CHECK_OK(api.InferenceRequestDelete(r));
+    CHECK(inbox.events.size() == 2 && inbox.events[0].kind == Event::kResponse &&
+          inbox.events[0].flags == TRITONSERVER_RESPONSE_COMPLETE_FINAL &&
+          inbox.events[1].kind == Event::kRelease);
+    ExpectResponseError(
+        inbox.events, TRITONSERVER_ERROR_INTERNAL, "fixture: execution failed", __LINE__);
+  }
+  {  // statistics from the backend's reports
+    const std::string stats = Statistics(server, "fx_basic");
+    CHECK_HAS(stats, "\"inference_count\":3,\"execution_count\":4,");
+    CHECK_HAS(stats, "\"success\":{\"count\":3,");
+    CHECK_HAS(stats, "\"fail\":{\"count\":2,");
+    CHECK_HAS(stats, "\"queue\":{\"count\":3,");
+    CHECK_HAS(stats, "\"batch_stats\":[{\"batch_size\":1,\"compute_input\":{\"count\":4,");
+    const std::string metrics = MetricsText(server);
+    CHECK_HAS(metrics, "nv_inference_request_success{model=\"fx_basic\",version=\"1\"} 3\n");
+    CHECK_HAS(metrics, "nv_inference_request_failure{model=\"fx_basic\",reason=\"BACKEND\",version=\"1\"} 2\n");
+    CHECK_HAS(metrics, "nv_inference_count{model=\"fx_basic\",version=\"1\"} 3\n");
+    CHECK_HAS(metrics, "nv_inference_exec_count{model=\"fx_basic\",version=\"1\"} 4\n");
+  }
+  {  // dynamic batching: requests queued behind a busy instance run as one
+    const std::vector<float> x13 = {1, 2, 3};
+    const std::vector<float> x23 = {1, 2, 3, 4, 5, 6};
+    Inbox first;
+    auto* r0 = FixtureRequest(server, "fx_batch", &first, {1, 3}, x13);
+    CHECK_OK(api.InferenceRequestSetIntParameter(r0, "fixture_sleep_ms", 300));
+    FixtureLog(fixture, true);
+    CHECK_OK(api.ServerInferAsync(server, r0, nullptr));
+    CHECK(WaitForLogLine(fixture, "Execute fx_batch_0_0 1"));
+    std::deque<Inbox> inboxes(4);
+    std::vector<TRITONSERVER_InferenceRequest*> rs;
+    for (auto& inbox : inboxes) {
+      rs.push_back(FixtureRequest(server, "fx_batch", &inbox, {2, 3}, x23));
+      CHECK_OK(api.ServerInferAsync(server, rs.back(), nullptr));
+    }
+    ExpectY(first, {1, 3}, x13, 2, __LINE__);
+    for (auto& inbox : inboxes) ExpectY(inbox, {2, 3}, x23, 2, __LINE__);
+    for (auto* r : rs) CHECK_OK(api.InferenceRequestDelete(r));
+    CHECK_OK(api.InferenceRequestDelete(r0));
+    CHECK_HAS(FixtureLog(fixture, true), "Execute fx_batch_0_0 4\n");
+    const std::string stats = Statistics(server, "fx_batch");
+    CHECK_HAS(stats, "\"inference_count\":9,\"execution_count\":2,");
+    CHECK_HAS(stats, "\"success\":{\"count\":5,");
+    CHECK_HAS(stats, "{\"batch_size\":1,\"compute_input\":{\"count\":1,");
+    CHECK_HAS(stats, "{\"batch_size\":8,\"compute_input\":{\"count\":1,");
+    const std::string key = "\"queue\":{\"count\":5,\"ns\":";
+    const size_t at = stats.find(key);
+    CHECK(at != std::string::npos);
+    if (at != std::string::npos) {
+      // four requests waited for the busy instance (about 300 ms each)
+      CHECK(std::atoll(stats.c_str() + at + key.size()) > 4LL * 150 * 1000 * 1000);
+    }
+  }
+  {  // released after Execute returned, from the backend's own thread
+    const std::vector<float> x11 = {5};
+    Inbox late, quick;
+    auto* r0 = FixtureRequest(server, "fx_batch", &late, {1, 1}, x11);
+    CHECK_OK(api.InferenceRequestSetIntParameter(r0, "fixture_later_ms", 1000));
+    CHECK_OK(api.ServerInferAsync(server, r0, nullptr));
+    CHECK(WaitForLogLine(fixture, "Execute fx_batch_0_0 1"));  // returned
+    auto* r1 = FixtureRequest(server, "fx_batch", &quick, {1, 1}, x11);
+    CHECK_OK(api.ServerInferAsync(server, r1, nullptr));
+    ExpectY(quick, {1, 1}, x11, 2, __LINE__);
+    {
+      std::lock_guard<std::mutex> lk(late.mu);
+      CHECK(late.events.empty());  // the one instance went on meanwhile
+    }
+    ExpectY(late, {1, 1}, x11, 2, __LINE__);
+    CHECK(late.events.size() == 2 && quick.events.size() == 2 &&
+          late.events[1].thread != quick.events[1].thread);
+    CHECK_OK(api.InferenceRequestDelete(r0));
+    CHECK_OK(api.InferenceRequestDelete(r1));
+    CHECK_HAS(FixtureLog(fixture, true), "answering later\n");
+  }
+  {  // decoupled: released first, two responses, then FINAL alone
+    const std::vector<float> x3 = {1, 2, 3};
+    Inbox inbox;
+    auto* r = FixtureRequest(server, "fx_decoupled", &inbox, {3}, x3);
+    CHECK_OK(api.ServerInferAsync(server, r, nullptr));
+    inbox.Wait();
+    CHECK(inbox.events.size() == 4);
+    if (inbox.events.size() == 4) {
+      CHECK(inbox.events[0].kind == Event::kRelease);
+      for (int i = 1; i <= 2; ++i) {
+        CHECK(inbox.events[i].flags == 0 && inbox.events[i].response != nullptr);
+        std::string name;
+        std::vector<int64_t> shape;
+        auto y = OutputValues<float>(inbox.events[i].response, 0, &name, &shape);
+        const float f = i == 1 ? 2 : 4;
+        CHECK((y == std::vector<float>{f * 1, f * 2, f * 3}));
+        CHECK_OK(api.InferenceResponseDelete(inbox.events[i].response));
+      }
+      CHECK(inbox.events[3].response == nullptr &&
+            inbox.events[3].flags == TRITONSERVER_RESPONSE_COMPLETE_FINAL);
+    }
+    CHECK_OK(api.InferenceRequestDelete(r));
+    CHECK_HAS(FixtureLog(fixture, true), "factory cancelled=false\n");
+  }
+  {  // the libraries found through a linked version directory and in the
+     // model directory
+    for (const char* m : {"fx_symlink", "fx_modeldir"}) {
+      Inbox inbox;
+      auto* r = FixtureRequest(server, m, &inbox, {1, 2}, x12);
+      CHECK_OK(api.ServerInferAsync(server, r, nullptr));
+      ExpectY(inbox, {1, 2}, x12, 2, __LINE__);
+      CHECK_OK(api.InferenceRequestDelete(r));
+    }
+    CHECK(LogLines(FixtureLog(copy), "Execute fx_symlink_0_0 1").size() == 1);
+  }
+
+  // ---- unloading finalizes instances then the model; the backend stays
+  // until the server goes ----
+  FixtureLog(fixture, true);
+  CHECK_OK(api.ServerUnloadModel(server, "fx_basic"));
+  CHECK(WaitForLogLine(fixture, "ModelFinalize fx_basic"));
+  log = FixtureLog(fixture, true);
+  CHECK(log ==
+        "InstanceFinalize fx_basic_0_0\nInstanceFinalize fx_basic_0_1\n"
+        "ModelFinalize fx_basic\n");
+  CHECK_OK(api.ServerLoadModel(server, "fx_basic"));
+  log = FixtureLog(fixture, true);
+  CHECK(LogLines(log, "ModelInitialize fx_basic 1").size() == 1);
+  CHECK(LogLines(log, "Initialize fixture").empty());
+  CHECK_OK(api.ServerStop(server));
+  CHECK_OK(api.ServerDelete(server));
+  log = FixtureLog(fixture);
+  CHECK(LogLines(log, "Finalize fixture api").empty());
+  CHECK((LogLines(log, "Finalize fixture") ==
+         std::vector<std::string>{"Finalize fixture", "Finalize fixture_md"} ||
+         LogLines(log, "Finalize fixture") ==
+             std::vector<std::string>{"Finalize fixture_md", "Finalize fixture"}));
+  CHECK(LogLines(log, "ModelFinalize fx_batch").size() == 1);
+  CHECK(LogLines(FixtureLog(copy), "Finalize fixture_rt").size() == 1);
+  Shell("rm -rf " + tmp);
+}
+
 }  // namespace
 
 int
@@ -956,6 +1610,8 @@ main(int argc, char** argv)
   TestPollMode(models);
   TestStopWithLiveResponse(models);
   TestTwoServersAndConcurrency(models);
+  TestBackendApiExports(handle);
+  TestBackendLibraries(lib, TESTCORE_FIXTURE_BACKEND);
 
   CHECK_OK(api.ResponseAllocatorDelete(allocator));
   CHECK(alloc_calls.load() == release_calls.load());
