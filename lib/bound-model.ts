@@ -550,11 +550,6 @@ export class BoundModels {
     }
   }
 
-  /** Whether `name` is bound to this server on this thread. */
-  has(name: string): boolean {
-    return this.#names.has(name);
-  }
-
   /** The model was unloaded (unloadModel): its handler goes, and its name is free again. */
   unloaded(name: string): void {
     if (this.#names.has(name)) this.#forget(name);
