@@ -20,9 +20,10 @@ try {
 const server = attached;
 const r = random(seed);
 let running = true;
-parentPort!.on('message', (message: unknown) => {
+const onMessage = (message: unknown): void => {
   if (message === 'stop') running = false;
-});
+};
+parentPort!.on('message', onMessage);
 const sweeper = setInterval(() => {
   tracker.sweep();
   // What has settled so far: all that counts of a worker that is terminated.
@@ -41,3 +42,5 @@ const left = await tracker.drain(30_000);
 clearInterval(sweeper);
 await server.stop();
 parentPort!.postMessage({ type: 'done', tally: tracker.tally, lost: left });
+// Nothing else keeps the thread: it exits, so the harness can count threads and descriptors.
+parentPort!.off('message', onMessage);

@@ -8,7 +8,7 @@
  *
  * See docs/chaos.md. Exit status 1 when an invariant fails.
  */
-import { cp, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { readdirSync, readFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -47,6 +47,19 @@ const log = (line: string): void => {
 
 const sleep = (ms: number): Promise<void> => new Promise((resolveSleep) => setTimeout(resolveSleep, ms));
 const threads = (): number => readdirSync('/proc/self/task').length;
+/** This process's threads by name (/proc/self/task/<tid>/comm), to say which ones a leak is. */
+function threadNames(): Record<string, number> {
+  const names: Record<string, number> = {};
+  for (const task of readdirSync('/proc/self/task')) {
+    try {
+      const name = readFileSync(`/proc/self/task/${task}/comm`, 'utf8').trim();
+      names[name] = (names[name] ?? 0) + 1;
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return names;
+}
 const fds = (): number => readdirSync('/proc/self/fd').length;
 function childStubs(): Array<{ pid: number; cmdline: string }> {
   const found: Array<{ pid: number; cmdline: string }> = [];
@@ -92,7 +105,11 @@ const extraRepository = await mkdtemp(join(tmpdir(), 'tritonserver-node-chaos-')
 await cp(join(ROOT, 'examples/model_repository/text_processor'), join(extraRepository, 'text_processor'), { recursive: true });
 const shmBefore = new Set(await shmRegions());
 globalThis.gc?.();
+// libuv's thread pool starts its threads on first use and keeps them: start
+// them before the baseline, so that they are not counted as the server's.
+await Promise.all(Array.from({ length: 8 }, () => stat(ROOT)));
 const baseline = { threads: threads(), fds: fds() };
+const baselineThreadNames = threadNames();
 const server = await Server.start({
   modelRepository: [join(ROOT, 'test/models'), extraRepository],
   modelControlMode: 'explicit',
@@ -128,6 +145,8 @@ interface WorkerState {
   requests: number;
   /** Its last progress report: what had settled (all that counts of a terminated worker). */
   settled: Tally | undefined;
+  /** Resolves once its thread has exited (its threads and descriptors gone). */
+  exited: Promise<void>;
   done: Promise<{ tally: Tally; lost: number } | undefined>;
   ready: Promise<void>;
   terminated: boolean;
@@ -142,7 +161,7 @@ function startWorker(): WorkerState {
   const worker = new Worker(join(ROOT, 'test/fixtures/run-ts.mjs'), {
     workerData: { module: join(ROOT, 'bench/chaos-worker.ts'), handle, seed: workerSeed++, concurrency: Math.max(4, Math.floor(concurrency / 4)), text: true },
   });
-  const state: WorkerState = { worker, requests: 0, settled: undefined, terminated: false, done: Promise.resolve(undefined), ready: Promise.resolve() };
+  const state: WorkerState = { worker, requests: 0, settled: undefined, exited: Promise.resolve(), terminated: false, done: Promise.resolve(undefined), ready: Promise.resolve() };
   state.ready = new Promise((resolveReady) => {
     worker.on('message', (message: { type: string }) => {
       if (message.type === 'ready' || message.type === 'done') resolveReady();
@@ -160,6 +179,7 @@ function startWorker(): WorkerState {
     worker.on('error', (error) => crashes.push(`worker error: ${String(error)}`));
     worker.on('exit', () => resolveDone(undefined));
   });
+  state.exited = new Promise((resolveExit) => worker.once('exit', () => resolveExit()));
   workers.push(state);
   return state;
 }
@@ -402,8 +422,16 @@ const shmLeft = (await shmRegions()).filter((name) => !shmBefore.has(name) && (o
 // completed can be held to the baseline. The harness knows it killed stubs
 // even when the thread that stops never saw one die (a worker did).
 const heldByTriton = !report.complete && (report.requestsInside === 0 || /Python stub died/.test(report.message) || (faults.stubKill ?? 0) > 0);
+// Worker threads report 'done' before they exit; count after they have.
+await Promise.race([Promise.all(workers.map((w) => w.exited)), sleep(15_000)]);
 const threadsAfter = threads();
 const fdsAfter = fds();
+const afterNames = threadNames();
+const threadsAdded = Object.fromEntries(
+  Object.entries(afterNames)
+    .map(([name, n]) => [name, n - (baselineThreadNames[name] ?? 0)] as const)
+    .filter(([, n]) => n > 0),
+);
 const leaks = {
   liveObjects: liveLeaks,
   threads: heldByTriton ? 0 : Math.max(0, threadsAfter - baseline.threads),
@@ -433,7 +461,7 @@ const result = {
   workersTerminated: abandonedByTerminate,
   health,
   stop: { report, ms: stopMs, inFlightAtStop, drainMs },
-  leakDetail: { live, baseline, threadsAfter, fdsAfter, shmLeft, heldByTriton },
+  leakDetail: { live, baseline, threadsAfter, threadsAdded, fdsAfter, shmLeft, heldByTriton },
   rss: { earlyMiB: rssEarly === undefined ? undefined : Math.round(rssEarly / 1048576), endMiB: Math.round(rssEnd / 1048576) },
   wrongSamples: total.wrongSamples,
   crashes,
