@@ -434,6 +434,7 @@ export interface BoundModelHost {
   registerModelRepository(path: string): Promise<void>;
   loadModel(name: string, config: ModelConfigInput): Promise<void>;
   unloadModel(name: string): Promise<void>;
+  removeAtEnd(path: string): void;
 }
 
 const TRITON_TYPE: Record<DataType, string> = Object.fromEntries(
@@ -504,7 +505,11 @@ export class BoundModels {
 
   /** The repository's path, made now if it was not (for share()). */
   directory(): string {
-    this.#directory ??= mkdtempSync(join(tmpdir(), 'tritonserver-node-bound-'));
+    if (this.#directory === undefined) {
+      this.#directory = mkdtempSync(join(tmpdir(), 'tritonserver-node-bound-'));
+      // A process exiting or a worker terminated without stop() removes it too.
+      this.#host.removeAtEnd(this.#directory);
+    }
     return this.#directory;
   }
 

@@ -136,6 +136,8 @@ export interface NativeServer {
   inFlight(): number;
   /** The id another thread attaches with (`attachServer`). */
   share(): number;
+  /** A directory removed if this thread's environment ends before stop() (worker terminated, process exit). */
+  removeAtEnd(path: string): void;
   /** System shared memory regions of this server (native/shared-memory.cc). */
   sharedMemory(op: 'register', name: string, key: string, offset: number, byteSize: number): void;
   sharedMemory(op: 'unregister', name?: string): void;

@@ -271,6 +271,7 @@ export class Server implements InferenceServer, AsyncDisposable {
       registerModelRepository: (path) => this.registerModelRepository(path),
       loadModel: async (name, config) => void (await this.loadModel(name, { config })),
       unloadModel: (name) => this.unloadModel(name),
+      removeAtEnd: (path) => nativeServer.removeAtEnd(path),
     }, settings.boundModelRepository);
     inference.health.configure(
       {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <string_view>
 #include <thread>
 #include <functional>
@@ -396,6 +397,7 @@ Napi::Function ServerWrap::Define(Napi::Env env) {
           InstanceMethod<&ServerWrap::Cancel>("cancel"),
           InstanceMethod<&ServerWrap::InFlight>("inFlight"),
           InstanceMethod<&ServerWrap::Share>("share"),
+          InstanceMethod<&ServerWrap::RemoveAtEnd>("removeAtEnd"),
           InstanceMethod<&ServerWrap::SharedMemory>("sharedMemory"),
       });
 }
@@ -504,6 +506,10 @@ void ServerWrap::EndWithEnvironment(std::chrono::milliseconds wait) {
     empty = wait_until_empty(wait);
   }
   engine_->ReleaseInputsOfFinished();
+  if (!remove_at_end_.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove_all(remove_at_end_, ignored);
+  }
   // An attached thread leaves the server to its owner.
   if (attached_) return;
   // With nothing inside, stopping unloads every model (Python stubs exit,
@@ -971,6 +977,16 @@ Napi::Value ServerWrap::Share(const Napi::CallbackInfo& info) {
     throw ToJsError(info.Env(), TRITONSERVER_ERROR_UNAVAILABLE,
                     "the server has been stopped");
   return Napi::Number::New(info.Env(), static_cast<double>(state_->ShareId()));
+}
+
+// removeAtEnd(path): a directory removed if the environment ends before
+// stop() (which leaves removing it to JS).
+Napi::Value ServerWrap::RemoveAtEnd(const Napi::CallbackInfo& info) {
+  if (info.Length() < 1 || !info[0].IsString())
+    throw ToJsError(info.Env(), TRITONSERVER_ERROR_INVALID_ARG,
+                    "removeAtEnd() takes a path");
+  remove_at_end_ = info[0].As<Napi::String>().Utf8Value();
+  return info.Env().Undefined();
 }
 
 // An attached thread's stop(): cancels this thread's requests, waits for

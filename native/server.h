@@ -137,6 +137,7 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
   Napi::Value Cancel(const Napi::CallbackInfo& info);
   Napi::Value InFlight(const Napi::CallbackInfo& info);
   Napi::Value Share(const Napi::CallbackInfo& info);
+  Napi::Value RemoveAtEnd(const Napi::CallbackInfo& info);
   Napi::Value SharedMemory(const Napi::CallbackInfo& info);  // shared-memory.cc
   Napi::Value Detach(Napi::Env env, std::chrono::milliseconds wait);
   // This wrapper is closed (stopped, or detached from a shared server), or
@@ -189,6 +190,9 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
   // or ending detaches this thread only.
   bool attached_ = false;
   bool closed_ = false;
+  // A directory of this thread's (the bound models' repository) that goes
+  // when the environment ends: a terminated worker or an exit runs no JS.
+  std::string remove_at_end_;
 };
 
 }  // namespace tsn

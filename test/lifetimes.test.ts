@@ -6,7 +6,9 @@
  */
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { Worker } from 'node:worker_threads';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -113,16 +115,42 @@ describe('process exit', () => {
 });
 
 describe('bound models and process exit', () => {
-  it('process.exit() while a bound model’s handler holds a batch exits at once, without a hang or a crash', async () => {
+  it('process.exit() while a bound model’s handler holds a batch exits at once, without a hang, a crash or a leftover directory', async () => {
     const started = Date.now();
-    const { stdout } = await run(
-      process.execPath,
-      ['--import', 'tsx', resolve(import.meta.dirname, 'fixtures/exit-bound.ts'), MODELS],
-      { cwd: REPO_ROOT, timeout: 60_000 },
-    );
-    expect(stdout.trim().split('\n')).toContain('handler running');
-    // Well under Triton's exit timeout: nothing waited for the JS thread that was exiting.
-    expect(Date.now() - started).toBeLessThan(30_000);
+    // The bound models' repository is made under the child's own temporary directory.
+    const temporary = await mkdtemp(join(tmpdir(), 'tsn-exit-bound-'));
+    try {
+      const { stdout } = await run(
+        process.execPath,
+        ['--import', 'tsx', resolve(import.meta.dirname, 'fixtures/exit-bound.ts'), MODELS],
+        { cwd: REPO_ROOT, timeout: 60_000, env: { ...process.env, TMPDIR: temporary } },
+      );
+      expect(stdout.trim().split('\n')).toContain('handler running');
+      // Well under Triton's exit timeout: nothing waited for the JS thread that was exiting.
+      expect(Date.now() - started).toBeLessThan(30_000);
+      expect((await readdir(temporary)).filter((entry) => entry.startsWith('tritonserver-node-bound-'))).toEqual([]);
+    } finally {
+      await rm(temporary, { recursive: true, force: true });
+    }
+  }, 90_000);
+
+  it('terminating a worker that owns a server while its bound model’s handler holds a batch leaves no directory behind', async () => {
+    const temporary = await mkdtemp(join(tmpdir(), 'tsn-worker-bound-'));
+    try {
+      const worker = new Worker(RUN_TS, {
+        workerData: { module: resolve(import.meta.dirname, 'fixtures/worker-owns-bound.ts'), modelRepository: MODELS },
+        env: { ...process.env, TMPDIR: temporary },
+      });
+      const errors: unknown[] = [];
+      worker.on('error', (error) => errors.push(error));
+      expect(await new Promise((resolveMessage) => worker.once('message', resolveMessage))).toBe('handler running');
+      expect((await readdir(temporary)).filter((entry) => entry.startsWith('tritonserver-node-bound-'))).toHaveLength(1);
+      await worker.terminate();
+      expect(errors).toEqual([]);
+      expect((await readdir(temporary)).filter((entry) => entry.startsWith('tritonserver-node-bound-'))).toEqual([]);
+    } finally {
+      await rm(temporary, { recursive: true, force: true });
+    }
   }, 90_000);
 });
 
