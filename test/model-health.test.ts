@@ -9,7 +9,7 @@ import { Client } from '../lib/client/index.js';
 import { liveObjects, type ModelRecoveredEvent, type ModelUnhealthyEvent, type Server, type TritonError } from '../lib/index.js';
 import { serveKServe } from '../lib/kserve/index.js';
 import { expectNoRequestsLive, rejection, startServer } from './helpers.js';
-import { childProcesses } from './proc.js';
+import { childProcesses, processAlive } from './proc.js';
 
 const servers: Server[] = [];
 afterEach(async () => {
@@ -33,8 +33,14 @@ function killStub(model: string): number {
     (stub) => !earlierStubs.has(stub.pid) && (stub.cmdline.includes(`${model}_0`) || stub.cmdline.includes(`/${model}/`)),
   );
   expect(stubs.length).toBe(1);
-  process.kill(stubs[0]!.pid, 'SIGKILL');
-  return stubs[0]!.pid;
+  const { pid } = stubs[0]!;
+  process.kill(pid, 'SIGKILL');
+  // Dead before the caller sends anything: a request that reached the stub
+  // in its last moments fails at once, not as one queued on a dead instance.
+  const deadline = Date.now() + 5000;
+  while (processAlive(pid) && Date.now() < deadline) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 2);
+  expect(processAlive(pid)).toBe(false);
+  return pid;
 }
 
 const slowRequest = (value: number, delayMs = 0) => ({ inputs: { INPUT0: new Float32Array([value]), DELAY_MS: new Uint32Array([delayMs]) } });
