@@ -9,7 +9,7 @@
  * See docs/chaos.md. Exit status 1 when an invariant fails.
  */
 import { cp, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -61,6 +61,23 @@ function threadNames(): Record<string, number> {
   return names;
 }
 const fds = (): number => readdirSync('/proc/self/fd').length;
+/** Open descriptors by kind (socket, pipe, anon_inode:[eventfd], or the file's path). */
+function fdKinds(): Record<string, number> {
+  const kinds: Record<string, number> = {};
+  for (const fd of readdirSync('/proc/self/fd')) {
+    try {
+      const kind = readlinkSync(`/proc/self/fd/${fd}`).replace(/^(socket|pipe):\[\d+\]$/, '$1');
+      kinds[kind] = (kinds[kind] ?? 0) + 1;
+    } catch {
+      // closed meanwhile
+    }
+  }
+  return kinds;
+}
+/** What `after` has more of than `before`. */
+function added(before: Record<string, number>, after: Record<string, number>): Record<string, number> {
+  return Object.fromEntries(Object.entries(after).map(([key, n]) => [key, n - (before[key] ?? 0)] as const).filter(([, n]) => n > 0));
+}
 function childStubs(): Array<{ pid: number; cmdline: string }> {
   const found: Array<{ pid: number; cmdline: string }> = [];
   for (const entry of readdirSync('/proc')) {
@@ -110,6 +127,7 @@ globalThis.gc?.();
 await Promise.all(Array.from({ length: 8 }, () => stat(ROOT)));
 const baseline = { threads: threads(), fds: fds() };
 const baselineThreadNames = threadNames();
+const baselineFdKinds = fdKinds();
 const server = await Server.start({
   modelRepository: [join(ROOT, 'test/models'), extraRepository],
   modelControlMode: 'explicit',
@@ -426,12 +444,8 @@ const heldByTriton = !report.complete && (report.requestsInside === 0 || /Python
 await Promise.race([Promise.all(workers.map((w) => w.exited)), sleep(15_000)]);
 const threadsAfter = threads();
 const fdsAfter = fds();
-const afterNames = threadNames();
-const threadsAdded = Object.fromEntries(
-  Object.entries(afterNames)
-    .map(([name, n]) => [name, n - (baselineThreadNames[name] ?? 0)] as const)
-    .filter(([, n]) => n > 0),
-);
+const threadsAdded = added(baselineThreadNames, threadNames());
+const fdsAdded = added(baselineFdKinds, fdKinds());
 const leaks = {
   liveObjects: liveLeaks,
   threads: heldByTriton ? 0 : Math.max(0, threadsAfter - baseline.threads),
@@ -461,8 +475,9 @@ const result = {
   workersTerminated: abandonedByTerminate,
   health,
   stop: { report, ms: stopMs, inFlightAtStop, drainMs },
-  leakDetail: { live, baseline, threadsAfter, threadsAdded, fdsAfter, shmLeft, heldByTriton },
-  rss: { earlyMiB: rssEarly === undefined ? undefined : Math.round(rssEarly / 1048576), endMiB: Math.round(rssEnd / 1048576) },
+  leakDetail: { live, baseline, threadsAfter, threadsAdded, fdsAfter, fdsAdded, shmLeft, heldByTriton },
+  // glibc keeps a terminated thread's allocator arena (and its free pages) for reuse: RSS depends on this.
+  rss: { earlyMiB: rssEarly === undefined ? undefined : Math.round(rssEarly / 1048576), endMiB: Math.round(rssEnd / 1048576), mallocArenaMax: process.env.MALLOC_ARENA_MAX ?? null },
   wrongSamples: total.wrongSamples,
   crashes,
   faultFailures,

@@ -45,14 +45,8 @@ InferenceEngine::InferenceEngine(std::shared_ptr<ServerState> state)
 }
 
 InferenceEngine::~InferenceEngine() {
-  if (submitter_.joinable()) {
-    {
-      std::lock_guard<std::mutex> lock(submit_mutex_);
-      submitter_exit_ = true;
-    }
-    submit_wanted_.notify_one();
-    submitter_.join();
-  }
+  LetSubmitterExit();
+  if (submitter_.joinable()) submitter_.join();
   if (allocator_ != nullptr)
     TakeError(api_, api_.ResponseAllocatorDelete(allocator_));
   for (Request* request : free_requests_) delete request;
@@ -146,8 +140,20 @@ void InferenceEngine::UnlinkInside(Request* request) {
   if (request->inside_next != nullptr) request->inside_next->inside_prev = request->inside_prev;
 }
 
+// Nothing is submitted after Close or Abandon: the submitter thread hands
+// Triton what is queued and ends, rather than living until the engine is
+// collected.
+void InferenceEngine::LetSubmitterExit() {
+  {
+    std::lock_guard<std::mutex> lock(submit_mutex_);
+    submitter_exit_ = true;
+  }
+  submit_wanted_.notify_one();
+}
+
 void InferenceEngine::Close() {
   closing_ = true;
+  LetSubmitterExit();
   if (requests_.empty() && !tsfn_released_) {
     tsfn_released_ = true;
     tsfn_.Release();
@@ -155,6 +161,7 @@ void InferenceEngine::Close() {
 }
 
 void InferenceEngine::Abandon() {
+  LetSubmitterExit();
   // Not flushed yet, and no JS tick will come to flush them.
   for (Request* request : unsubmitted_) {
     {

@@ -240,6 +240,7 @@ class InferenceEngine {
   // Makes the Triton request and hands it over (any thread).
   void Submit(Request* request);
   void SubmitterLoop();
+  void LetSubmitterExit();
 
   std::shared_ptr<ServerState> state_;
   const TritonApi& api_;

@@ -17,6 +17,8 @@ namespace tsn {
 void InferenceEngine::Flush(bool wait) {
   if (unsubmitted_.empty()) return;
   std::unique_lock<std::mutex> lock(submit_mutex_);
+  // After Close or Abandon the submitter thread is ending: submit here.
+  wait = wait || submitter_exit_;
   if (wait) submit_idle_.wait(lock, [this] { return submit_queue_.empty() && !submitting_; });
   // Submitted here only when nothing submitted earlier is still waiting
   // (order is kept: sequences depend on it).

@@ -97,6 +97,25 @@ describe('worker threads', () => {
   }, 300_000);
 });
 
+describe('stop', () => {
+  it('a stopped server leaves none of its threads behind, though its object is still referenced', async () => {
+    // What stays once per process (Triton's metrics polling thread, libuv's pool) comes with the first server.
+    await (await startServer({ startupModels: ['identity_fp32'] })).stop();
+    const threads = threadCount();
+    const server = await startServer({ startupModels: ['identity_fp32'] });
+    const model = server.model('identity_fp32');
+    // Many requests in one tick: the engine hands them to its submitter thread.
+    for (let round = 0; round < 5; round++) {
+      await Promise.all(Array.from({ length: 32 }, () => model.infer({ inputs: { INPUT0: { shape: [1, 16], data: new Float32Array(16) } } })));
+    }
+    expect(threadCount()).toBeGreaterThan(threads);
+    expect((await server.stop()).complete).toBe(true);
+    expect(await eventually(() => threadCount() <= threads, 5000)).toBe(true);
+    // Still referenced here: nothing waited for its collection.
+    expect(server.attached).toBe(false);
+  }, 60_000);
+});
+
 describe('process exit', () => {
   it('process.exit() with a Python request in flight leaves no stub process and no shared memory behind', async () => {
     const { stdout } = await run(
@@ -239,6 +258,8 @@ describe('a Python stub that dies', () => {
       const stub = childProcesses(process.pid, 'triton_python_backend_stub').find((s) => s.cmdline.includes('slow'));
       expect(stub).toBeDefined();
       process.kill(stub!.pid, 'SIGKILL');
+      // Dead before the request is sent (one that reaches it in its last moments may still succeed).
+      expect(await eventually(() => !processAlive(stub!.pid), 5000)).toBe(true);
       const error = await rejection(server.model('slow').infer({ inputs: { INPUT0: new Float32Array(1), DELAY_MS: new Uint32Array([0]) } }));
       expect(error.message).toMatch(/Stub process 'slow_0' is not healthy\./);
       const started = Date.now();
