@@ -17,6 +17,7 @@ import { parseArgs } from 'node:util';
 import { Worker } from 'node:worker_threads';
 import { Client } from '../lib/client/index.js';
 import { liveObjects, Server, type StopReport } from '../lib/index.js';
+import { trimMallocHeap } from '../lib/native.js';
 import { serveKServe } from '../lib/kserve/index.js';
 import { REQUEST_TIMEOUT_MS, Tracker, inProcessRequest, mergeTally, random, type Tally } from './chaos-workload.js';
 
@@ -106,12 +107,15 @@ function noteMappedRegions(): void {
     // no /proc
   }
 }
-async function gcRss(): Promise<number> {
+/** RSS after GC, and after GC plus malloc_trim (what is held, without glibc's cached free pages). */
+async function gcRss(): Promise<{ rss: number; trimmed: number }> {
   for (let i = 0; i < 3; i++) {
     globalThis.gc?.();
     await new Promise((resolveTick) => setImmediate(resolveTick));
   }
-  return process.memoryUsage().rss;
+  const rss = process.memoryUsage().rss;
+  trimMallocHeap();
+  return { rss, trimmed: process.memoryUsage().rss };
 }
 
 // ---------------------------------------------------------------------------
@@ -356,7 +360,7 @@ const faultFailures: string[] = [];
 
 const started = Date.now();
 const loops = Array.from({ length: concurrency }, mainLoop);
-let rssEarly: number | undefined;
+let rssEarly: { rss: number; trimmed: number } | undefined;
 const sweeper = setInterval(() => {
   tracker.sweep();
   noteMappedRegions();
@@ -458,7 +462,9 @@ const leaks = {
   shmRegions: heldByTriton ? 0 : shmLeft.length,
 };
 const leakCount = leaks.liveObjects + leaks.threads + leaks.fds + leaks.shmRegions;
-const rssGrowthMiB = rssEarly === undefined ? 0 : (rssEnd - rssEarly) / 1048576;
+const mib = (bytes: number): number => Math.round((bytes / 1048576) * 10) / 10;
+const rssGrowthMiB = rssEarly === undefined ? 0 : mib(rssEnd.rss - rssEarly.rss);
+const rssGrowthTrimmedMiB = rssEarly === undefined ? 0 : mib(rssEnd.trimmed - rssEarly.trimmed);
 const summary = {
   requests: total.requests,
   faults,
@@ -469,7 +475,8 @@ const summary = {
   crashes: crashes.length,
   leaks: leakCount,
   wrong: total.wrong,
-  rssGrowthMiB: Math.round(rssGrowthMiB * 10) / 10,
+  rssGrowthMiB,
+  rssGrowthTrimmedMiB,
 };
 const result = {
   summary,
@@ -482,7 +489,13 @@ const result = {
   stop: { report, ms: stopMs, inFlightAtStop, drainMs },
   leakDetail: { live, baseline, threadsAfter, threadsAdded, fdsAfter, fdsAdded, shmLeft, heldByTriton },
   // glibc keeps a terminated thread's allocator arena (and its free pages) for reuse: RSS depends on this.
-  rss: { earlyMiB: rssEarly === undefined ? undefined : Math.round(rssEarly / 1048576), endMiB: Math.round(rssEnd / 1048576), mallocArenaMax: process.env.MALLOC_ARENA_MAX ?? null },
+  rss: {
+    earlyMiB: rssEarly && mib(rssEarly.rss),
+    endMiB: mib(rssEnd.rss),
+    earlyTrimmedMiB: rssEarly && mib(rssEarly.trimmed),
+    endTrimmedMiB: mib(rssEnd.trimmed),
+    mallocArenaMax: process.env.MALLOC_ARENA_MAX ?? null,
+  },
   wrongSamples: total.wrongSamples,
   crashes,
   faultFailures,

@@ -204,6 +204,8 @@ export interface NativeAddon extends NativeObservability {
     copyOutputs: boolean,
   ): Promise<NativeServer>;
   liveObjects(): NativeLiveObjects;
+  /** glibc's malloc_trim(0); false where the C library has none. */
+  trimMallocHeap(): boolean;
   /** Synchronously ends every server of this environment (process 'exit'). */
   endServersForExit(waitMs: number): void;
   /** This thread's way into a server another thread started and shared. */
@@ -450,6 +452,16 @@ export const pendingRequests = { count: 0 };
 /** Counts of live native objects and pending requests, for tests and leak hunting. */
 export function liveObjects(): LiveObjects {
   return { ...native.liveObjects(), pending: pendingRequests.count };
+}
+
+/**
+ * Asks the C library to return the free memory its allocator keeps to the
+ * system (glibc's `malloc_trim`), so RSS shows what is held rather than what
+ * is cached for reuse: for leak hunting (the chaos harness), not for
+ * production use. False where the C library has no such call.
+ */
+export function trimMallocHeap(): boolean {
+  return native.trimMallocHeap();
 }
 
 /**

@@ -1,6 +1,10 @@
 // Registration only: the functions lib/native.ts sees.
 #include "addon.h"
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include "backend.h"
 #include "blocking.h"
 #include "inference.h"
@@ -43,6 +47,7 @@ Addon::Addon(Napi::Env env, Napi::Object exports) {
                   InstanceMethod<&Addon::ApiVersion>("apiVersion"),
                   InstanceMethod<&Addon::StartServer>("startServer"),
                   InstanceMethod<&Addon::LiveObjects>("liveObjects"),
+                  InstanceMethod<&Addon::TrimMallocHeap>("trimMallocHeap"),
                   InstanceMethod<&Addon::EndServersForExit>("endServersForExit"),
                   InstanceMethod<&Addon::AttachServer>("attachServer"),
                   InstanceMethod<&Addon::DetachBuffers>("detachBuffers"),
@@ -156,6 +161,19 @@ Napi::Value Addon::LiveObjects(const Napi::CallbackInfo& info) {
   result.Set("inputReferences",
              Napi::Number::New(env, static_cast<double>(live.input_references)));
   return result;
+}
+
+// trimMallocHeap() → boolean: glibc's malloc_trim(0), which hands the free
+// pages its arenas keep back to the system; for telling memory something
+// holds from memory the allocator caches (leak hunting). false where the C
+// library has no such call.
+Napi::Value Addon::TrimMallocHeap(const Napi::CallbackInfo& info) {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+  return Napi::Boolean::New(info.Env(), true);
+#else
+  return Napi::Boolean::New(info.Env(), false);
+#endif
 }
 
 // attachServer(shareId, onResponses, copyOutputs) → NativeServer: this

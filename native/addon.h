@@ -38,6 +38,7 @@ class Addon : public Napi::Addon<Addon> {
   Napi::Value ApiVersion(const Napi::CallbackInfo& info);
   Napi::Value StartServer(const Napi::CallbackInfo& info);
   Napi::Value LiveObjects(const Napi::CallbackInfo& info);
+  Napi::Value TrimMallocHeap(const Napi::CallbackInfo& info);
   Napi::Value EndServersForExit(const Napi::CallbackInfo& info);
   Napi::Value AttachServer(const Napi::CallbackInfo& info);
   Napi::Value DetachBuffers(const Napi::CallbackInfo& info);

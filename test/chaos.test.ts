@@ -22,7 +22,11 @@ describe('chaos harness (short, seeded)', () => {
       ['--expose-gc', '--import', 'tsx', 'bench/chaos.ts', '--seed', '7', '--requests', '15000', '--duration', '40', '--faults', '24', '--library', library, '--json', json, '--quiet'],
       { cwd: REPO_ROOT, maxBuffer: 16 * 1024 * 1024 },
     );
-    const result = JSON.parse(await readFile(json, 'utf8')) as { summary: Record<string, unknown>; health: Record<string, number> };
+    const result = JSON.parse(await readFile(json, 'utf8')) as {
+      summary: Record<string, unknown>;
+      health: Record<string, number>;
+      rss: { endMiB: number; endTrimmedMiB: number };
+    };
     await rm(json, { force: true });
     const { summary } = result;
     expect(summary).toMatchObject({ lost: 0, settledTwice: 0, hangs: 0, crashes: 0, leaks: 0, wrong: 0 });
@@ -31,5 +35,8 @@ describe('chaos harness (short, seeded)', () => {
     expect(faults.stopInFlight).toBe(1);
     expect(Object.values(faults).reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(10);
     expect((summary.outcomes as Record<string, number>).OK).toBeGreaterThan(0);
+    // RSS is reported both ways; handing glibc's free pages back never adds memory.
+    expect(summary.rssGrowthTrimmedMiB).toEqual(expect.any(Number));
+    expect(result.rss.endTrimmedMiB).toBeLessThanOrEqual(result.rss.endMiB + 1);
   }, 400_000);
 });
