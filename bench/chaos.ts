@@ -278,6 +278,9 @@ async function terminateWorker(): Promise<void> {
   if (busy.length === 0) return;
   const victim = busy[Math.floor(r() * busy.length)]!;
   victim.terminated = true;
+  // Busy means serving: a worker terminated while tsx still loads its modules
+  // leaves the file it was reading open in the process (Node's, not ours).
+  await Promise.race([victim.ready, sleep(15_000)]);
   fault('workerTerminate');
   abandonedByTerminate += 1;
   await victim.worker.terminate();
@@ -451,8 +454,8 @@ const shmLeft = (await shmRegions()).filter((name) => !shmBefore.has(name) && (o
 const heldByTriton = !report.complete && (report.requestsInside === 0 || /Python stub died/.test(report.message) || (faults.stubKill ?? 0) > 0);
 // Worker threads report 'done' before they exit; count after they have.
 await Promise.race([Promise.all(workers.map((w) => w.exited)), sleep(15_000)]);
-// A descriptor can be open for a moment (the module loader reading a file):
-// what is still above the baseline 2 s later is counted.
+// A descriptor or thread can outlive its owner for a moment: what is still
+// above the baseline 2 s later is counted.
 for (let tries = 0; tries < 20 && !heldByTriton && (fds() > baseline.fds || threads() > baseline.threads); tries++) await sleep(100);
 const threadsAfter = threads();
 const fdsAfter = fds();
