@@ -229,6 +229,40 @@ describe('gRPC ModelInfer', () => {
     while (liveObjects().requests > 0 || (frontends.grpc?.inFlight ?? 0) > 0) await new Promise((r) => setTimeout(r, 10));
     expect(liveObjects().requests).toBe(0);
   });
+
+  it('cancels only the call the client cancels, before and after calls that finished', async () => {
+    const slow = (value: number, delayMs: number): object => ({
+      model_name: 'slow',
+      inputs: [
+        { name: 'INPUT0', datatype: 'FP32', shape: [1], contents: { fp32_contents: [value] } },
+        { name: 'DELAY_MS', datatype: 'UINT32', shape: [1], contents: { uint_contents: [delayMs] } },
+      ],
+    });
+    const quick = async (value: number): Promise<number[]> =>
+      f32(((await call('ModelInfer', slow(value, 0))).raw_output_contents as Buffer[])[0] as Buffer);
+    // Calls that finished leave their cancellation state to later calls.
+    for (let i = 0; i < 4; i++) expect(await quick(i)).toEqual([i]);
+    const neighbour = call('ModelInfer', slow(7, 300));
+    const cancelled = new Promise<grpc.ServiceError>((resolve) => {
+      const handle = (client.ModelInfer as (r: object, cb: (e: grpc.ServiceError | null) => void) => grpc.ClientUnaryCall).call(
+        client,
+        slow(8, 60_000),
+        (error) => resolve(error as grpc.ServiceError),
+      );
+      const poll = setInterval(() => {
+        if (liveObjects().requests > 1) {
+          clearInterval(poll);
+          handle.cancel();
+        }
+      }, 5);
+    });
+    expect((await cancelled).code).toBe(grpc.status.CANCELLED);
+    expect(f32(((await neighbour).raw_output_contents as Buffer[])[0] as Buffer)).toEqual([7]);
+    // Several at once, so that every state left behind is taken again.
+    expect(await Promise.all([10, 11, 12, 13].map(quick))).toEqual([[10], [11], [12], [13]]);
+    while (liveObjects().requests > 0 || (frontends.grpc?.inFlight ?? 0) > 0) await new Promise((r) => setTimeout(r, 10));
+    expect(liveObjects().requests).toBe(0);
+  });
 });
 
 describe('gRPC ModelStreamInfer', () => {
