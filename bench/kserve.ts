@@ -12,6 +12,10 @@
  *   TRITONSERVER_LIBRARY=/path/lib/libtritonserver.so TRITONSERVER_BINARY=/path/bin/tritonserver \
  *     TRITON_BACKEND_DIRECTORY=/path/backends npm run bench:kserve
  *
+ * serveKServe runs from the built package (dist/, `npm run build:ts`, which
+ * `npm run bench:kserve` does first): what users run, not the sources
+ * through tsx, whose transform adds calls of its own to every closure.
+ *
  * perf_analyzer is found through PERF_ANALYZER, PATH, or
  * /tmp/triton-client/install/bin; HTTP runs synchronous, gRPC asynchronous
  * requests, both with binary tensors. Options (env): BENCH_WINDOW_MS (2000),
@@ -24,12 +28,16 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { delimiter, dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
-import { Server } from '../lib/index.js';
-import { serveKServe } from '../lib/kserve/index.js';
+import { pathToFileURL } from 'node:url';
+import type { Server as ServerType } from '../lib/index.js';
 
 const run = promisify(execFile);
 const root = resolve(import.meta.dirname, '..');
 process.env.TRITONSERVER_LIBRARY ??= join(root, 'build/testcore/libtritonserver.so');
+
+if (!existsSync(join(root, 'dist/kserve.js'))) throw new Error('dist/ is not built: run `npm run build:ts` (npm run bench:kserve does)');
+const { Server } = (await import(pathToFileURL(join(root, 'dist/index.js')).href)) as typeof import('../lib/index.js');
+const { serveKServe } = (await import(pathToFileURL(join(root, 'dist/kserve.js')).href)) as typeof import('../lib/kserve/index.js');
 
 const windowMs = Number(process.env.BENCH_WINDOW_MS ?? 2000);
 const concurrencies = (process.env.BENCH_CONCURRENCY ?? '1,16,64').split(',').map(Number);
@@ -81,7 +89,7 @@ async function perfAnalyzer(binary: string, protocol: 'http' | 'grpc', url: stri
 }
 
 /** The baseline: `concurrency` closed loops of model.infer() for one window. */
-async function inProcess(server: Server, size: number, concurrency: number): Promise<Result> {
+async function inProcess(server: ServerType, size: number, concurrency: number): Promise<Result> {
   const model = server.model('identity_fp32');
   const data = new Float32Array(size);
   const latencies: number[] = [];
