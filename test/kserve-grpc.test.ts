@@ -230,6 +230,24 @@ describe('gRPC ModelInfer', () => {
     expect(liveObjects().requests).toBe(0);
   });
 
+  it('answers each of many concurrent large calls with its own tensor', async () => {
+    // Large responses are encoded into reused memory: none may be reused before it is sent.
+    for (let round = 0; round < 8; round++) {
+      const sizes = Array.from({ length: 16 }, (_, i) => 16384 + 1024 * i + round);
+      const answers = await Promise.all(
+        sizes.map((size, i) => {
+          const data = Float32Array.from({ length: size }, (_, k) => round * 1e6 + i * 1e4 + (k % 9973));
+          return call('ModelInfer', {
+            model_name: 'identity_fp32',
+            inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, size] }],
+            raw_input_contents: [Buffer.from(data.buffer)],
+          }).then((response) => ({ data, got: (response.raw_output_contents as Buffer[])[0] as Buffer }));
+        }),
+      );
+      for (const { data, got } of answers) expect(got.equals(Buffer.from(data.buffer))).toBe(true);
+    }
+  });
+
   it('cancels only the call the client cancels, before and after calls that finished', async () => {
     const slow = (value: number, delayMs: number): object => ({
       model_name: 'slow',

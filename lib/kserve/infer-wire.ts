@@ -114,8 +114,8 @@ class Writer {
   readonly buffer: Buffer;
   offset = 0;
 
-  constructor(size: number) {
-    this.buffer = Buffer.allocUnsafe(size);
+  constructor(size: number, allocate: (size: number) => Buffer = Buffer.allocUnsafe) {
+    this.buffer = allocate(size);
   }
 
   varint(value: number): void {
@@ -705,10 +705,13 @@ function inferResponseParts(response: WireSentResponse): { size: number; write(w
   };
 }
 
-/** `ModelInferResponse`, with `prefix` bytes left free in front (gRPC's message header). */
-export function encodeModelInferResponse(response: WireSentResponse, prefix = 0): Buffer {
+/**
+ * `ModelInferResponse`, with `prefix` bytes left free in front (gRPC's
+ * message header), in memory from `allocate` (exactly the size asked).
+ */
+export function encodeModelInferResponse(response: WireSentResponse, prefix = 0, allocate?: (size: number) => Buffer): Buffer {
   const parts = inferResponseParts(response);
-  const writer = new Writer(prefix + parts.size);
+  const writer = new Writer(prefix + parts.size, allocate);
   writer.offset = prefix;
   parts.write(writer);
   return writer.buffer;
