@@ -58,6 +58,34 @@ afterAll(async () => {
   await server?.stop();
 });
 
+/** A request to the `slow` model: answers `value` after `delayMs`. */
+function slowRequest(value: number, delayMs: number): object {
+  return {
+    model_name: 'slow',
+    inputs: [
+      { name: 'INPUT0', datatype: 'FP32', shape: [1], contents: { fp32_contents: [value] } },
+      { name: 'DELAY_MS', datatype: 'UINT32', shape: [1], contents: { uint_contents: [delayMs] } },
+    ],
+  };
+}
+
+/** Starts a ModelInfer call and cancels it once more than `inside` requests are live in Triton. */
+function cancelOnceInside(request: object, inside: number): Promise<grpc.ServiceError> {
+  return new Promise((resolve) => {
+    const handle = (client.ModelInfer as (r: object, cb: (e: grpc.ServiceError | null) => void) => grpc.ClientUnaryCall).call(
+      client,
+      request,
+      (error) => resolve(error as grpc.ServiceError),
+    );
+    const poll = setInterval(() => {
+      if (liveObjects().requests > inside) {
+        clearInterval(poll);
+        handle.cancel();
+      }
+    }, 5);
+  });
+}
+
 function f32(buffer: Buffer): number[] {
   return Array.from(new Float32Array(buffer.buffer.slice(buffer.byteOffset, buffer.byteOffset + buffer.byteLength)));
 }
@@ -206,26 +234,7 @@ describe('gRPC ModelInfer', () => {
 
   it('cancels the Triton request when the client cancels the call', async () => {
     // 60 s is past the test timeout: only a cancelled request lets the test finish.
-    const pending = new Promise<grpc.ServiceError>((resolve) => {
-      const handle = (client.ModelInfer as (r: object, cb: (e: grpc.ServiceError | null) => void) => grpc.ClientUnaryCall).call(
-        client,
-        {
-          model_name: 'slow',
-          inputs: [
-            { name: 'INPUT0', datatype: 'FP32', shape: [1], contents: { fp32_contents: [1] } },
-            { name: 'DELAY_MS', datatype: 'UINT32', shape: [1], contents: { uint_contents: [60000] } },
-          ],
-        },
-        (error) => resolve(error as grpc.ServiceError),
-      );
-      const poll = setInterval(() => {
-        if (liveObjects().requests > 0) {
-          clearInterval(poll);
-          handle.cancel();
-        }
-      }, 5);
-    });
-    expect((await pending).code).toBe(grpc.status.CANCELLED);
+    expect((await cancelOnceInside(slowRequest(1, 60_000), 0)).code).toBe(grpc.status.CANCELLED);
     while (liveObjects().requests > 0 || (frontends.grpc?.inFlight ?? 0) > 0) await new Promise((r) => setTimeout(r, 10));
     expect(liveObjects().requests).toBe(0);
   });
@@ -249,32 +258,12 @@ describe('gRPC ModelInfer', () => {
   });
 
   it('cancels only the call the client cancels, before and after calls that finished', async () => {
-    const slow = (value: number, delayMs: number): object => ({
-      model_name: 'slow',
-      inputs: [
-        { name: 'INPUT0', datatype: 'FP32', shape: [1], contents: { fp32_contents: [value] } },
-        { name: 'DELAY_MS', datatype: 'UINT32', shape: [1], contents: { uint_contents: [delayMs] } },
-      ],
-    });
     const quick = async (value: number): Promise<number[]> =>
-      f32(((await call('ModelInfer', slow(value, 0))).raw_output_contents as Buffer[])[0] as Buffer);
+      f32(((await call('ModelInfer', slowRequest(value, 0))).raw_output_contents as Buffer[])[0] as Buffer);
     // Calls that finished leave their cancellation state to later calls.
     for (let i = 0; i < 4; i++) expect(await quick(i)).toEqual([i]);
-    const neighbour = call('ModelInfer', slow(7, 300));
-    const cancelled = new Promise<grpc.ServiceError>((resolve) => {
-      const handle = (client.ModelInfer as (r: object, cb: (e: grpc.ServiceError | null) => void) => grpc.ClientUnaryCall).call(
-        client,
-        slow(8, 60_000),
-        (error) => resolve(error as grpc.ServiceError),
-      );
-      const poll = setInterval(() => {
-        if (liveObjects().requests > 1) {
-          clearInterval(poll);
-          handle.cancel();
-        }
-      }, 5);
-    });
-    expect((await cancelled).code).toBe(grpc.status.CANCELLED);
+    const neighbour = call('ModelInfer', slowRequest(7, 300));
+    expect((await cancelOnceInside(slowRequest(8, 60_000), 1)).code).toBe(grpc.status.CANCELLED);
     expect(f32(((await neighbour).raw_output_contents as Buffer[])[0] as Buffer)).toEqual([7]);
     // Several at once, so that every state left behind is taken again.
     expect(await Promise.all([10, 11, 12, 13].map(quick))).toEqual([[10], [11], [12], [13]]);
@@ -334,13 +323,7 @@ describe('gRPC ModelStreamInfer cancellation', () => {
       const duplex = (client.ModelStreamInfer as () => grpc.ClientDuplexStream<object, Record<string, unknown>>).call(client);
       duplex.on('error', () => resolve());
       duplex.on('data', () => {});
-      duplex.write({
-        model_name: 'slow',
-        inputs: [
-          { name: 'INPUT0', datatype: 'FP32', shape: [1], contents: { fp32_contents: [1] } },
-          { name: 'DELAY_MS', datatype: 'UINT32', shape: [1], contents: { uint_contents: [60000] } },
-        ],
-      });
+      duplex.write(slowRequest(1, 60_000));
       const poll = setInterval(() => {
         if (liveObjects().requests > 0) {
           clearInterval(poll);
@@ -376,17 +359,7 @@ describe('gRPC front end lifecycle', () => {
   it('close() waits for calls in flight', async () => {
     const own = await serveKServe(server, { grpc: { port: 0 } });
     const other = new Service(`127.0.0.1:${own.grpc?.port}`, grpc.credentials.createInsecure());
-    const slow = call(
-      'ModelInfer',
-      {
-        model_name: 'slow',
-        inputs: [
-          { name: 'INPUT0', datatype: 'FP32', shape: [1], contents: { fp32_contents: [9] } },
-          { name: 'DELAY_MS', datatype: 'UINT32', shape: [1], contents: { uint_contents: [300] } },
-        ],
-      },
-      other,
-    );
+    const slow = call('ModelInfer', slowRequest(9, 300), other);
     while ((own.grpc?.inFlight ?? 0) === 0) await new Promise((r) => setTimeout(r, 5));
     const closing = own.close();
     const response = await slow;
@@ -401,19 +374,11 @@ describe('gRPC front end lifecycle', () => {
 });
 
 describe('gRPC transport (node:http2)', () => {
-  const slowRequest = (delayMs: number): object => ({
-    model_name: 'slow',
-    inputs: [
-      { name: 'INPUT0', datatype: 'FP32', shape: [1], contents: { fp32_contents: [3] } },
-      { name: 'DELAY_MS', datatype: 'UINT32', shape: [1], contents: { uint_contents: [delayMs] } },
-    ],
-  });
-
   it('ends a call past its deadline with DEADLINE_EXCEEDED and cancels the Triton request', async () => {
     const error = await new Promise<grpc.ServiceError>((resolve) => {
       (client.ModelInfer as (r: object, m: grpc.Metadata, o: grpc.CallOptions, cb: (e: grpc.ServiceError | null) => void) => void).call(
         client,
-        slowRequest(60_000),
+        slowRequest(3, 60_000),
         new grpc.Metadata(),
         { deadline: Date.now() + 300 },
         (e) => resolve(e as grpc.ServiceError),

@@ -310,20 +310,19 @@ class ControllerPool {
  */
 class ResponseBuffers {
   static readonly SMALLEST = 16 * 1024;
-  readonly #free: Buffer[] = [];
+  readonly #free: ArrayBuffer[] = [];
 
   /** `size` bytes; a small size comes from Node's own pool. */
   readonly take = (size: number): Buffer => {
     if (size < ResponseBuffers.SMALLEST) return Buffer.allocUnsafe(size);
-    let whole = this.#free.pop();
-    if (whole === undefined || whole.length < size) whole = Buffer.allocUnsafeSlow(2 ** Math.ceil(Math.log2(size)));
-    return whole.subarray(0, size);
+    let memory = this.#free.pop();
+    if (memory === undefined || memory.byteLength < size) memory = Buffer.allocUnsafeSlow(2 ** Math.ceil(Math.log2(size))).buffer;
+    return Buffer.from(memory, 0, size);
   };
 
   /** `buffer` (from take()) is written: its memory may serve the next response. */
   give(buffer: Buffer): void {
-    if (buffer.length < ResponseBuffers.SMALLEST || this.#free.length >= 64) return;
-    this.#free.push(Buffer.from(buffer.buffer, buffer.byteOffset, buffer.buffer.byteLength - buffer.byteOffset));
+    if (buffer.length >= ResponseBuffers.SMALLEST && this.#free.length < 64) this.#free.push(buffer.buffer as ArrayBuffer);
   }
 }
 
