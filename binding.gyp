@@ -9,6 +9,8 @@
         "native/completions.cc",
         "native/drain.cc",
         "native/errors.cc",
+        "native/http-frontend.cc",
+        "native/http-wire.cc",
         "native/inference.cc",
         "native/loader.cc",
         "native/logging.cc",

@@ -221,6 +221,47 @@ export interface NativeAddon extends NativeObservability {
   liveSharedMemoryMappings(): number;
   /** The backend side of bound models (native/backend.cc). */
   readonly boundModels: NativeBoundModels;
+  /** The native HTTP/1.1 front end (native/http-frontend.cc). */
+  readonly NativeHttpFrontend: new (
+    server: NativeServer,
+    options: NativeHttpOptions,
+    onEvent: (kind: NativeHttpEvent, connection: number, bytes: Buffer | undefined) => void,
+  ) => NativeHttpFrontend;
+}
+
+/** What the native HTTP front end tells JS: bytes for Node's parser, a client gone, the loop ended. */
+export const NATIVE_HTTP_EVENT = { data: 0, close: 1, closed: 2 } as const;
+export type NativeHttpEvent = (typeof NATIVE_HTTP_EVENT)[keyof typeof NATIVE_HTTP_EVENT];
+
+export interface NativeHttpOptions {
+  host: string;
+  port: number;
+  maxBodyBytes: number;
+  keepAliveTimeoutMs: number;
+  headersTimeoutMs: number;
+  /** false: every request goes to JS. */
+  fastPath: boolean;
+}
+
+/** The listener; connections are numbered, and JS answers on the ones it was handed. */
+export interface NativeHttpFrontend {
+  readonly port: number;
+  /** The address bound. */
+  readonly address: string;
+  /** Requests answered natively so far (the rest went to JS). */
+  readonly answered: number;
+  write(connection: number, bytes: Uint8Array): void;
+  /** JS finished answering the request it was handed. */
+  done(connection: number): void;
+  /** Close once what was written went out. */
+  end(connection: number): void;
+  destroy(connection: number): void;
+  /** New requests all go to JS (which answers 503 while draining). */
+  drain(): void;
+  /** Stop listening; the `closed` event comes once every connection closed and no request is inside Triton. */
+  close(): void;
+  /** Waits for the front end's thread (after `closed`). */
+  join(): void;
 }
 
 /**

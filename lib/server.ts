@@ -223,7 +223,13 @@ function stopReport(report: NativeStopReport, bound: string, died: string[] = []
   return { complete: false, requestsInside: left, message };
 }
 
+/** The addon's server behind a Server, for the native HTTP front end (lib/kserve/native-http.ts); not public. */
+export let nativeServerOf: (server: Server) => NativeServer;
+
 export class Server implements InferenceServer, AsyncDisposable {
+  static {
+    nativeServerOf = (server) => server.#native;
+  }
   readonly #native: NativeServer;
   readonly #inference: Inference;
   #stopping: Promise<StopReport> | undefined;

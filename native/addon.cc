@@ -7,6 +7,7 @@
 
 #include "backend.h"
 #include "blocking.h"
+#include "http-frontend.h"
 #include "inference.h"
 #include "probe.h"
 #include "observability.h"
@@ -56,6 +57,7 @@ Addon::Addon(Napi::Env env, Napi::Object exports) {
   response_name_table_ = Napi::Persistent(Napi::Array::New(env));
   exports.Set("responseNames", response_name_table_.Value());
   DefineProbes(env, exports);
+  RegisterHttpFrontend(env, exports);
   RegisterMetrics(env, exports);
   RegisterLogging(env, exports);
   RegisterTrace(env, exports);

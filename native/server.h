@@ -110,6 +110,8 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
   static Napi::Object Wrap(Napi::Env env, std::shared_ptr<ServerState> state,
                            Napi::Function on_responses, bool attached = false);
   void SetCopyOutputs(bool copy);
+  // The server for a native front end to send requests to; null once closed.
+  std::shared_ptr<ServerState> StateForFrontEnd() const { return Closed() ? nullptr : state_; }
 
  private:
   Napi::Value Library(const Napi::CallbackInfo& info);

@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import type { Server } from '../server.js';
 import { kserveHandler, type KServeHandler } from './http.js';
 import { startGrpc, type GrpcFrontend } from './grpc.js';
+import { listenNative } from './native-http.js';
 import { serveKServeOptionsSchema, type ServeKServeOptions } from './options.js';
 import { parseOptions } from './shared.js';
 
@@ -43,6 +44,14 @@ export interface KServeFrontends {
   http: (HttpFrontend & {
     /** The request handler it serves with (see {@link kserveHandler}). */
     handler: KServeHandler;
+    /**
+     * Who reads the connections (the `engine` option). With `native`,
+     * `server` is the `node:http` server that answers what the addon hands to
+     * JS: it does not listen itself.
+     */
+    engine: 'node' | 'native';
+    /** Requests the native engine answered without JS so far (0 with `node`). */
+    readonly answeredNatively: number;
   }) | undefined;
   /** The gRPC listener, when `grpc` was given. */
   grpc: GrpcFrontend | undefined;
@@ -106,7 +115,28 @@ export async function serveKServe(server: Server, options: ServeKServeOptions): 
     },
   };
   try {
-    if (http !== undefined) {
+    // The native engine unless TLS is asked for (it serves none).
+    const engine = http?.engine ?? (http?.tls === undefined ? 'native' : 'node');
+    if (http !== undefined && engine === 'native') {
+      const handler = kserveHandler(server, protocol);
+      const listener = await listenNative(server, handler, {
+        ...http,
+        maxBodyBytes: protocol.maxBodyBytes,
+        // What the JS handler must see or time itself goes to it.
+        fastPath: protocol.authorize === undefined && protocol.inferTimeoutMs === undefined,
+      });
+      frontends.http = {
+        server: listener.server,
+        host: listener.host,
+        port: listener.port,
+        handler,
+        engine: 'native',
+        get answeredNatively() {
+          return listener.answeredNatively;
+        },
+      };
+      started.push(() => listener.close());
+    } else if (http !== undefined) {
       const handler = kserveHandler(server, protocol);
       const timeouts = {
         headersTimeout: http.headersTimeoutMs,
@@ -119,7 +149,7 @@ export async function serveKServe(server: Server, options: ServeKServeOptions): 
         ? createHttpsServer({ ...(http.tls as HttpsServerOptions), ...timeouts }, (req, res) => handler(req, res))
         : createHttpServer(timeouts, (req, res) => handler(req, res));
       const bound = await listen(listener, http.port, http.host);
-      frontends.http = { ...bound, handler };
+      frontends.http = { ...bound, handler, engine: 'node', answeredNatively: 0 };
       started.push(async () => {
         const closed = closeHttp(listener);
         await handler.drain();

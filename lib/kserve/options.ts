@@ -78,7 +78,20 @@ export const kserveHttpListenSchema = z.strictObject({
   requestTimeoutMs: z.number().int().positive().default(60_000),
   /** How long an idle keep-alive connection is kept open for its next request, in ms (Node's `keepAliveTimeout`). Default 5000. */
   keepAliveTimeoutMs: z.number().int().positive().default(5_000),
-});
+  /**
+   * Who reads the connections: `native` (the addon, on a thread of its own,
+   * answers plain binary-tensor inference requests with Triton's C API and
+   * hands every other request to the JS handler) or `node` (Node's
+   * `node:http`/`node:https` server, every request through the JS handler).
+   * Default: `native`, or `node` with `tls` (the native engine serves no
+   * TLS). Both answer every route alike; see docs/kserve.md.
+   */
+  engine: z.enum(['node', 'native']).optional(),
+})
+  .refine((http) => http.engine !== 'native' || http.tls === undefined, {
+    message: "the native HTTP engine does not serve TLS (use engine: 'node' with tls)",
+    path: ['engine'],
+  });
 
 /**
  * The gRPC listener. TLS: `tls` takes Node's own `http2.createSecureServer`

@@ -1,0 +1,972 @@
+// Threads: the front end's loop thread owns the listener, every connection
+// and every Triton request made here (made, cancelled and deleted there).
+// Triton's threads only queue completions, JS only queues commands (the
+// bytes of the JS front end's answers); both wake the loop with one
+// uv_async. The loop runs until it is closed and no request is inside
+// Triton, so nothing Triton calls back into is ever gone.
+#include "http-frontend.h"
+
+#include <uv.h>
+
+#if !defined(_WIN32)
+#include <arpa/inet.h>  // ntohs
+#endif
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "errors.h"
+#include "http-wire.h"
+#include "inference.h"
+#include "server.h"
+
+namespace tsn {
+
+namespace {
+
+// Received bytes: grown in place and handed whole to a request that ends
+// where the reading ended (the usual case), so its body is never copied.
+struct Bytes {
+  std::unique_ptr<char[]> data;
+  size_t size = 0;
+  size_t capacity = 0;
+
+  void Reserve(size_t free) {
+    if (capacity - size >= free) return;
+    size_t grown = capacity == 0 ? 64 * 1024 : capacity;
+    while (grown - size < free) grown *= 2;
+    std::unique_ptr<char[]> next(new char[grown]);
+    if (size > 0) std::memcpy(next.get(), data.get(), size);
+    data = std::move(next);
+    capacity = grown;
+  }
+  // Drops the first `count` bytes.
+  void Consume(size_t count) {
+    if (count < size) std::memmove(data.get(), data.get() + count, size - count);
+    size -= count;
+  }
+};
+
+struct Frontend;
+struct Pending;
+
+// Triton responses held here count in liveObjects() until deleted.
+void DeleteResponse(const TritonApi& api, TRITONSERVER_InferenceResponse* response) {
+  Live().responses--;
+  TakeError(api, api.InferenceResponseDelete(response));
+}
+
+// One client connection (loop thread only).
+struct Conn {
+  uv_tcp_t handle{};
+  Frontend* frontend = nullptr;
+  uint64_t id = 0;
+  Bytes in;
+  bool closing = false;
+  bool to_node = false;        // Node's parser reads everything from here on
+  bool node_attached = false;  // JS has a virtual socket for it
+  bool busy = false;           // a request is being answered (here or by JS)
+  bool close_after = false;    // the request being answered said Connection: close
+  bool reading = true;         // false while a busy connection has a request's worth buffered
+  bool ending = false;         // closing once its writes went out
+  Pending* in_flight = nullptr;
+  uint64_t last_active_ms = 0;
+  std::shared_ptr<Conn> self;  // held while the handle is open
+};
+
+// One inference request made here: from its arrival to its answer written
+// and Triton's release of it. Deleted on the loop thread once both came.
+// Counted in liveObjects() as the addon's other requests are.
+struct Pending {
+  Pending() { Live().requests++; }
+  ~Pending() { Live().requests--; }
+  Pending(const Pending&) = delete;
+  Pending& operator=(const Pending&) = delete;
+
+  std::shared_ptr<Conn> conn;
+  Frontend* frontend = nullptr;
+  Bytes bytes;  // the whole HTTP request: the inputs point into it
+  std::string model;
+  int64_t version = -1;
+  TRITONSERVER_InferenceRequest* request = nullptr;
+  // Written on Triton's threads under `mutex`; read on the loop thread after final.
+  std::mutex mutex;
+  TRITONSERVER_InferenceResponse* response = nullptr;
+  std::optional<Failure> failure;
+  int responses = 0;
+  // Loop thread.
+  bool answered = false;
+  bool released = false;
+};
+
+struct Outgoing {
+  uv_write_t write{};
+  uv_shutdown_t shutdown{};
+  std::shared_ptr<Conn> conn;
+  std::string head;
+  TRITONSERVER_InferenceResponse* response = nullptr;
+  const TritonApi* api = nullptr;
+  std::vector<uv_buf_t> bufs;
+  bool close_after = false;
+};
+
+enum class CommandKind { kWrite, kDone, kEnd, kDestroy };
+struct Command {
+  CommandKind kind;
+  uint64_t conn;
+  std::string bytes;
+};
+
+struct Completion {
+  Pending* pending;
+  bool release;  // Triton released the request; else its final response came
+};
+
+enum class EventKind { kData = 0, kClose = 1, kClosed = 2 };
+struct Event {
+  EventKind kind;
+  uint64_t conn;
+  std::string bytes;
+};
+
+struct Settings {
+  size_t max_body_bytes = 64 << 20;
+  uint64_t keep_alive_ms = 5000;
+  uint64_t headers_timeout_ms = 10000;
+  bool fast_path = true;          // false: every request goes to JS (authorize, inferTimeoutMs)
+};
+
+const char* Reason(int status) {
+  switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 404: return "Not Found";
+    case 408: return "Request Timeout";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    default: return "Error";
+  }
+}
+
+struct Frontend {
+  Frontend(std::shared_ptr<ServerState> state, Settings settings)
+      : state(std::move(state)), api(this->state->api), settings(settings) {}
+
+  std::shared_ptr<ServerState> state;
+  const TritonApi& api;
+  Settings settings;
+  TRITONSERVER_ResponseAllocator* allocator = nullptr;
+
+  uv_loop_t loop{};
+  uv_tcp_t listener{};
+  uv_async_t wake{};
+  uv_timer_t sweep{};
+  std::thread thread;
+  Napi::ThreadSafeFunction to_js;
+
+  // Loop thread.
+  std::unordered_map<uint64_t, std::shared_ptr<Conn>> conns;
+  uint64_t next_conn = 1;
+  size_t in_flight = 0;
+  bool closing = false;
+  bool loop_ended = false;
+
+  // Any thread, under queue_mutex.
+  std::mutex queue_mutex;
+  std::vector<Command> commands;
+  std::vector<Completion> completions;
+  bool close_wanted = false;
+  bool force_close = false;  // the environment is going: JS will not close its connections
+  std::atomic<bool> fast_stopped{false};  // draining: new requests go to JS, which answers 503
+  std::atomic<double> answered{0};        // requests answered here, without JS
+
+  void Emit(EventKind kind, uint64_t conn, std::string bytes);
+  void Accept();
+  void OnRead(Conn* conn, ssize_t nread);
+  void Process(const std::shared_ptr<Conn>& conn);
+  bool TryFast(const std::shared_ptr<Conn>& conn, const http::RequestHead& head, size_t total);
+  bool Submit(Pending* pending, const http::RequestHead& head);
+  void ToNode(Conn* conn, const char* data, size_t count);
+  void CloseConn(Conn* conn);
+  void Write(const std::shared_ptr<Conn>& conn, Outgoing* out);
+  void WriteText(const std::shared_ptr<Conn>& conn, std::string bytes, bool close_after);
+  void EndAfterWrites(const std::shared_ptr<Conn>& conn);
+  void OnWake();
+  void Answer(Pending* pending);
+  void AnswerError(Pending* pending, const Failure& failure);
+  void Settle(Pending* pending);
+  void RequestDone(const std::shared_ptr<Conn>& conn);
+  void Sweep();
+  void BeginClose(bool force);
+  void MaybeEndLoop();
+};
+
+void Frontend::Emit(EventKind kind, uint64_t conn, std::string bytes) {
+  auto* event = new Event{kind, conn, std::move(bytes)};
+  const napi_status status = to_js.NonBlockingCall(event, [](Napi::Env env, Napi::Function callback, Event* event) {
+    std::unique_ptr<Event> owned(event);
+    if (env == nullptr) return;
+    Napi::Value data = env.Undefined();
+    if (event->kind == EventKind::kData)
+      data = Napi::Buffer<char>::Copy(env, event->bytes.data(), event->bytes.size());
+    callback.Call({Napi::Number::New(env, static_cast<int>(event->kind)),
+                   Napi::Number::New(env, static_cast<double>(event->conn)), data});
+  });
+  if (status != napi_ok) delete event;
+}
+
+// ---- connections ----------------------------------------------------------------------
+
+// Reads go straight into the connection's buffer, after what it holds.
+void AllocateRead(uv_handle_t* handle, size_t, uv_buf_t* buf) {
+  Conn* conn = static_cast<Conn*>(handle->data);
+  conn->in.Reserve(16 * 1024);
+  *buf = uv_buf_init(conn->in.data.get() + conn->in.size,
+                     static_cast<unsigned>(std::min<size_t>(conn->in.capacity - conn->in.size, 1u << 30)));
+}
+
+void OnReadDone(uv_stream_t* stream, ssize_t nread, const uv_buf_t*) {
+  Conn* conn = static_cast<Conn*>(stream->data);
+  conn->frontend->OnRead(conn, nread);
+}
+
+void Frontend::Accept() {
+  auto conn = std::make_shared<Conn>();
+  conn->frontend = this;
+  conn->id = next_conn++;
+  conn->self = conn;
+  conn->handle.data = conn.get();
+  uv_tcp_init(&loop, &conn->handle);
+  if (uv_accept(reinterpret_cast<uv_stream_t*>(&listener), reinterpret_cast<uv_stream_t*>(&conn->handle)) != 0) {
+    conn->closing = true;
+    uv_close(reinterpret_cast<uv_handle_t*>(&conn->handle),
+             [](uv_handle_t* handle) { static_cast<Conn*>(handle->data)->self.reset(); });
+    return;
+  }
+  uv_tcp_nodelay(&conn->handle, 1);
+  conn->last_active_ms = uv_now(&loop);
+  conns.emplace(conn->id, conn);
+  uv_read_start(reinterpret_cast<uv_stream_t*>(&conn->handle), AllocateRead, OnReadDone);
+}
+
+void Frontend::CloseConn(Conn* conn) {
+  if (conn->closing) return;
+  conn->closing = true;
+  conns.erase(conn->id);
+  if (conn->node_attached) Emit(EventKind::kClose, conn->id, {});
+  // A client gone mid-inference cancels its request, as with the JS front end.
+  if (conn->in_flight != nullptr && conn->in_flight->request != nullptr &&
+      api.InferenceRequestCancel != nullptr)
+    TakeError(api, api.InferenceRequestCancel(conn->in_flight->request));
+  uv_close(reinterpret_cast<uv_handle_t*>(&conn->handle), [](uv_handle_t* handle) {
+    auto* conn = static_cast<Conn*>(handle->data);
+    Frontend* frontend = conn->frontend;
+    conn->self.reset();  // may delete conn
+    frontend->MaybeEndLoop();
+  });
+}
+
+void Frontend::Write(const std::shared_ptr<Conn>& conn, Outgoing* out) {
+  out->conn = conn;
+  out->api = &api;
+  out->write.data = out;
+  conn->last_active_ms = uv_now(&loop);
+  const int rc = uv_write(&out->write, reinterpret_cast<uv_stream_t*>(&conn->handle), out->bufs.data(),
+                          static_cast<unsigned>(out->bufs.size()), [](uv_write_t* write, int status) {
+                            std::unique_ptr<Outgoing> out(static_cast<Outgoing*>(write->data));
+                            if (out->response != nullptr)
+                              DeleteResponse(*out->api, out->response);
+                            Conn* conn = out->conn.get();
+                            if (status < 0) conn->frontend->CloseConn(conn);
+                            else if (out->close_after) conn->frontend->EndAfterWrites(out->conn);
+                          });
+  if (rc < 0) {
+    if (out->response != nullptr) DeleteResponse(api, out->response);
+    delete out;
+    CloseConn(conn.get());
+  }
+}
+
+void Frontend::WriteText(const std::shared_ptr<Conn>& conn, std::string bytes, bool close_after) {
+  if (conn->closing) return;
+  auto* out = new Outgoing();
+  out->head = std::move(bytes);
+  out->bufs.push_back(uv_buf_init(out->head.data(), static_cast<unsigned>(out->head.size())));
+  out->close_after = close_after;
+  Write(conn, out);
+}
+
+// Closes once what was written has gone out.
+void Frontend::EndAfterWrites(const std::shared_ptr<Conn>& conn) {
+  if (conn->closing || conn->ending) return;
+  conn->ending = true;
+  auto* out = new Outgoing();
+  out->conn = conn;
+  out->shutdown.data = out;
+  if (uv_shutdown(&out->shutdown, reinterpret_cast<uv_stream_t*>(&conn->handle), [](uv_shutdown_t* req, int) {
+        std::unique_ptr<Outgoing> out(static_cast<Outgoing*>(req->data));
+        out->conn->frontend->CloseConn(out->conn.get());
+      }) != 0) {
+    delete out;
+    CloseConn(conn.get());
+  }
+}
+
+void Frontend::ToNode(Conn* conn, const char* data, size_t count) {
+  conn->node_attached = true;
+  Emit(EventKind::kData, conn->id, std::string(data, count));
+}
+
+void Frontend::OnRead(Conn* conn, ssize_t nread) {
+  if (nread == UV_ENOBUFS || nread == 0) return;
+  // The end of what the client sends (or an error) ends the connection and
+  // cancels what it asked for, as Node's server does (httpAllowHalfOpen off).
+  if (nread < 0) {
+    CloseConn(conn);
+    return;
+  }
+  conn->in.size += static_cast<size_t>(nread);
+  conn->last_active_ms = uv_now(&loop);
+  Process(conn->self);
+  // A client that keeps sending while its request is answered waits (as
+  // with Node's server) once a whole request's worth is buffered.
+  if (!conn->closing && conn->busy && conn->in.size > settings.max_body_bytes + http::kMaxHeadBytes) {
+    uv_read_stop(reinterpret_cast<uv_stream_t*>(&conn->handle));
+    conn->reading = false;
+  }
+}
+
+// Answers what the connection has read, one request at a time, in order.
+void Frontend::Process(const std::shared_ptr<Conn>& conn) {
+  while (!conn->closing && conn->in.size > 0) {
+    if (conn->to_node) {
+      ToNode(conn.get(), conn->in.data.get(), conn->in.size);
+      conn->in.size = 0;
+      return;
+    }
+    if (conn->busy) return;
+    http::RequestHead head;
+    const http::HeadStatus status = http::ParseHead(conn->in.data.get(), conn->in.size, &head);
+    if (status == http::HeadStatus::kIncomplete) return;
+    if (status == http::HeadStatus::kToNode || head.content_length > settings.max_body_bytes) {
+      // Node's own parser takes the connection (and answers 400, 413, 431...).
+      conn->to_node = true;
+      continue;
+    }
+    const size_t total = head.head_bytes + head.content_length;
+    if (conn->in.size < total) {
+      conn->in.Reserve(total - conn->in.size);
+      return;
+    }
+    conn->busy = true;
+    conn->close_after = head.close;
+    if (TryFast(conn, head, total)) continue;
+    ToNode(conn.get(), conn->in.data.get(), total);
+    conn->in.Consume(total);
+  }
+}
+
+// ---- the fast path --------------------------------------------------------------------
+
+// Outputs go to host memory of their own, written from there and freed
+// when the response is deleted (after the write).
+TRITONSERVER_Error* AllocateOutput(TRITONSERVER_ResponseAllocator*, const char* name, size_t byte_size,
+                                   TRITONSERVER_MemoryType, int64_t, void* userp, void** buffer,
+                                   void** buffer_userp, TRITONSERVER_MemoryType* memory_type,
+                                   int64_t* memory_type_id) {
+  *memory_type = TRITONSERVER_MEMORY_CPU;
+  *memory_type_id = 0;
+  *buffer_userp = nullptr;
+  *buffer = nullptr;
+  if (byte_size == 0) return nullptr;
+  *buffer = std::malloc(byte_size);
+  if (*buffer == nullptr) {
+    const TritonApi& api = static_cast<Frontend*>(userp)->api;
+    return api.ErrorNew(TRITONSERVER_ERROR_INTERNAL,
+                        (std::string("out of memory allocating output '") + name + "'").c_str());
+  }
+  Live().output_buffers++;
+  return nullptr;
+}
+
+TRITONSERVER_Error* ReleaseOutput(TRITONSERVER_ResponseAllocator*, void* buffer, void*, size_t,
+                                  TRITONSERVER_MemoryType, int64_t) {
+  if (buffer != nullptr) Live().output_buffers--;
+  std::free(buffer);
+  return nullptr;
+}
+
+void QueueCompletion(Pending* pending, bool release) {
+  Frontend* frontend = pending->frontend;
+  {
+    std::lock_guard<std::mutex> lock(frontend->queue_mutex);
+    frontend->completions.push_back({pending, release});
+  }
+  uv_async_send(&frontend->wake);
+}
+
+void OnResponse(TRITONSERVER_InferenceResponse* response, const uint32_t flags, void* userp) {
+  auto* pending = static_cast<Pending*>(userp);
+  const TritonApi& api = pending->frontend->api;
+  {
+    std::lock_guard<std::mutex> lock(pending->mutex);
+    if (response != nullptr) {
+      Live().responses++;
+      if (++pending->responses == 1) {
+        pending->failure = TakeError(api, api.InferenceResponseError(response));
+        if (pending->failure) DeleteResponse(api, response);
+        else pending->response = response;
+      } else {
+        DeleteResponse(api, response);
+      }
+    }
+  }
+  if ((flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0) QueueCompletion(pending, false);
+}
+
+void OnRelease(TRITONSERVER_InferenceRequest*, const uint32_t flags, void* userp) {
+  if ((flags & TRITONSERVER_REQUEST_RELEASE_ALL) != 0) QueueCompletion(static_cast<Pending*>(userp), true);
+}
+
+// Hands the request to Triton when it is a plain binary inference. False
+// (nothing consumed) when its head already says it is not one; else its
+// bytes are taken, and go to the JS front end if Triton does not take it.
+bool Frontend::TryFast(const std::shared_ptr<Conn>& conn, const http::RequestHead& head, size_t total) {
+  if (!settings.fast_path || fast_stopped.load(std::memory_order_relaxed) || !head.plain_infer_ok ||
+      head.method != "POST" || !head.infer_header_length || *head.infer_header_length == 0 ||
+      *head.infer_header_length > head.content_length)
+    return false;
+  auto pending = std::make_unique<Pending>();
+  if (!http::InferTarget(head.target, &pending->model, &pending->version)) return false;
+
+  // Triton reads the inputs from the request's own bytes: they leave the
+  // connection's buffer first (moved whole when nothing follows them).
+  if (conn->in.size == total) {
+    pending->bytes = std::move(conn->in);
+    conn->in = Bytes{};
+  } else {
+    pending->bytes.Reserve(total);
+    std::memcpy(pending->bytes.data.get(), conn->in.data.get(), total);
+    pending->bytes.size = total;
+    conn->in.Consume(total);
+  }
+  pending->frontend = this;
+  pending->conn = conn;
+  if (Submit(pending.get(), head)) {
+    pending.release();  // Settle deletes it
+    return true;
+  }
+  // Not a plain binary inference, or refused before it ran: the JS front
+  // end answers it (its checks, its errors).
+  ToNode(conn.get(), pending->bytes.data.get(), pending->bytes.size);
+  return true;
+}
+
+bool Frontend::Submit(Pending* pending, const http::RequestHead& head) {
+  const char* body = pending->bytes.data.get() + head.head_bytes;
+  const size_t json_size = *head.infer_header_length;
+  http::FastRequest fast;
+  if (!http::ReadFastRequest(body, json_size, body + json_size, head.content_length - json_size, &fast))
+    return false;
+
+  TRITONSERVER_InferenceRequest* request = nullptr;
+  {
+    std::shared_lock<std::shared_mutex> lifetime(state->lifetime);
+    if (state->server == nullptr || state->stopping) return false;
+    if (TakeError(api, api.InferenceRequestNew(&request, state->server, pending->model.c_str(),
+                                               pending->version)))
+      return false;
+  }
+  bool ok = true;
+  auto step = [&](TRITONSERVER_Error* error) {
+    if (ok && TakeError(api, error)) ok = false;
+    else if (error != nullptr) TakeError(api, error);
+  };
+  if (!fast.id.empty()) step(api.InferenceRequestSetId(request, fast.id.c_str()));
+  for (const http::FastInput& input : fast.inputs) {
+    if (!ok) break;
+    step(api.InferenceRequestAddInput(request, input.name.c_str(), input.datatype, input.shape.data(),
+                                      input.shape.size()));
+    if (ok && input.size > 0)
+      step(api.InferenceRequestAppendInputData(request, input.name.c_str(), input.data, input.size,
+                                               TRITONSERVER_MEMORY_CPU, 0));
+  }
+  for (const std::string& name : fast.outputs)
+    if (ok) step(api.InferenceRequestAddRequestedOutput(request, name.c_str()));
+  if (ok) step(api.InferenceRequestSetReleaseCallback(request, OnRelease, pending));
+  if (ok) step(api.InferenceRequestSetResponseCallback(request, allocator, this, OnResponse, pending));
+  if (ok) {
+    std::shared_lock<std::shared_mutex> lifetime(state->lifetime);
+    if (state->server == nullptr || state->stopping) {
+      ok = false;
+    } else {
+      pending->request = request;
+      pending->conn->in_flight = pending;
+      state->RequestEntered();
+      ++in_flight;
+      TRITONSERVER_Error* error = api.ServerInferAsync(state->server, request, nullptr);
+      if (error == nullptr) return true;
+      TakeError(api, error);
+      pending->request = nullptr;
+      pending->conn->in_flight = nullptr;
+      --in_flight;
+      state->RequestLeft();
+      ok = false;
+    }
+  }
+  TakeError(api, api.InferenceRequestDelete(request));
+  return false;
+}
+
+// ---- answers (loop thread) --------------------------------------------------------------
+
+void AppendNumber(std::string* out, double value) {
+  char text[32];
+  const auto result = std::to_chars(text, text + sizeof(text), value);
+  out->append(text, result.ptr);
+}
+
+void Frontend::Answer(Pending* pending) {
+  answered.store(answered.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  const std::shared_ptr<Conn>& conn = pending->conn;
+  std::optional<Failure> failure;
+  TRITONSERVER_InferenceResponse* response = nullptr;
+  int responses = 0;
+  {
+    std::lock_guard<std::mutex> lock(pending->mutex);
+    failure = std::move(pending->failure);
+    response = pending->response;
+    pending->response = nullptr;
+    responses = pending->responses;
+  }
+  // One response per request, as model.infer() (lib/inference.ts) says it.
+  if (!failure && responses == 0)
+    failure = Failure{TRITONSERVER_ERROR_INTERNAL,
+                      "model '" + pending->model + "' completed the request without a response"};
+  if (!failure && responses > 1)
+    failure = Failure{TRITONSERVER_ERROR_UNSUPPORTED,
+                      "model '" + pending->model + "' sent " + std::to_string(responses) +
+                          " responses to one request; use model.stream() for decoupled models"};
+  if (failure) {
+    if (response != nullptr) DeleteResponse(api, response);
+    AnswerError(pending, *failure);
+    return;
+  }
+  auto* out = new Outgoing();
+  out->response = response;
+  out->close_after = conn->close_after;
+  std::string json = "{";
+  const char* id = nullptr;
+  if (!TakeError(api, api.InferenceResponseId(response, &id)) && id != nullptr && id[0] != '\0') {
+    json += "\"id\":";
+    http::AppendJsonString(&json, id);
+    json += ',';
+  }
+  const char* model_name = nullptr;
+  int64_t model_version = 0;
+  TakeError(api, api.InferenceResponseModel(response, &model_name, &model_version));
+  json += "\"model_name\":";
+  http::AppendJsonString(&json, model_name != nullptr ? model_name : pending->model.c_str());
+  json += ",\"model_version\":\"" + std::to_string(model_version) + "\"";
+  uint32_t parameter_count = 0;
+  TakeError(api, api.InferenceResponseParameterCount(response, &parameter_count));
+  bool first = true;
+  for (uint32_t i = 0; i < parameter_count; ++i) {
+    const char* name = nullptr;
+    TRITONSERVER_ParameterType type = TRITONSERVER_PARAMETER_STRING;
+    const void* value = nullptr;
+    if (TakeError(api, api.InferenceResponseParameter(response, i, &name, &type, &value)) || name == nullptr ||
+        value == nullptr || type == TRITONSERVER_PARAMETER_BYTES)
+      continue;
+    json += first ? ",\"parameters\":{" : ",";
+    first = false;
+    http::AppendJsonString(&json, name);
+    json += ':';
+    switch (type) {
+      case TRITONSERVER_PARAMETER_STRING: http::AppendJsonString(&json, static_cast<const char*>(value)); break;
+      case TRITONSERVER_PARAMETER_INT: AppendNumber(&json, static_cast<double>(*static_cast<const int64_t*>(value))); break;
+      case TRITONSERVER_PARAMETER_BOOL: json += *static_cast<const bool*>(value) ? "true" : "false"; break;
+      default: AppendNumber(&json, *static_cast<const double*>(value)); break;
+    }
+  }
+  if (!first) json += '}';
+  json += ",\"outputs\":[";
+  uint32_t output_count = 0;
+  TakeError(api, api.InferenceResponseOutputCount(response, &output_count));
+  size_t binary_bytes = 0;
+  out->bufs.emplace_back();  // the head and the JSON, once known
+  for (uint32_t i = 0; i < output_count; ++i) {
+    const char* name = nullptr;
+    TRITONSERVER_DataType datatype = TRITONSERVER_TYPE_INVALID;
+    const int64_t* shape = nullptr;
+    uint64_t dims = 0;
+    const void* base = nullptr;
+    size_t size = 0;
+    TRITONSERVER_MemoryType memory = TRITONSERVER_MEMORY_CPU;
+    int64_t memory_id = 0;
+    void* userp = nullptr;
+    if (auto error = TakeError(api, api.InferenceResponseOutput(response, i, &name, &datatype, &shape, &dims,
+                                                                  &base, &size, &memory, &memory_id, &userp))) {
+      delete out;
+      DeleteResponse(api, response);
+      AnswerError(pending, *error);
+      return;
+    }
+    if (i > 0) json += ',';
+    json += "{\"name\":";
+    http::AppendJsonString(&json, name != nullptr ? name : "");
+    const char* type_name = http::DataTypeName(datatype);
+    json += ",\"datatype\":\"";
+    json += type_name != nullptr ? type_name : "INVALID";
+    json += "\",\"shape\":[";
+    for (uint64_t d = 0; d < dims; ++d) {
+      if (d > 0) json += ',';
+      json += std::to_string(shape[d]);
+    }
+    json += "],\"parameters\":{\"binary_data_size\":" + std::to_string(size) + "}}";
+    if (size > 0) out->bufs.push_back(uv_buf_init(static_cast<char*>(const_cast<void*>(base)), static_cast<unsigned>(size)));
+    binary_bytes += size;
+  }
+  json += "]}";
+  out->head = "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nInference-Header-Content-Length: " +
+              std::to_string(json.size()) + "\r\nContent-Length: " + std::to_string(json.size() + binary_bytes) +
+              (conn->close_after ? "\r\nConnection: close\r\n\r\n" : "\r\nConnection: keep-alive\r\n\r\n");
+  out->head += json;
+  out->bufs[0] = uv_buf_init(out->head.data(), static_cast<unsigned>(out->head.size()));
+  if (conn->closing) {
+    DeleteResponse(api, response);
+    delete out;
+    return;
+  }
+  Write(conn, out);
+}
+
+void Frontend::AnswerError(Pending* pending, const Failure& failure) {
+  std::string body = "{\"error\":";
+  http::AppendJsonString(&body, failure.message);
+  body += '}';
+  const int status = http::HttpStatus(failure.code);
+  const bool close = pending->conn->close_after;
+  WriteText(pending->conn,
+            "HTTP/1.1 " + std::to_string(status) + " " + Reason(status) +
+                "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+                (close ? "\r\nConnection: close\r\n\r\n" : "\r\nConnection: keep-alive\r\n\r\n") + body,
+            close);
+}
+
+// Triton is done with a request once its final response came and it released it.
+void Frontend::Settle(Pending* pending) {
+  if (!pending->answered || !pending->released) return;
+  std::unique_ptr<Pending> owned(pending);
+  TakeError(api, api.InferenceRequestDelete(pending->request));
+  --in_flight;
+  state->RequestLeft();
+  MaybeEndLoop();
+}
+
+void Frontend::RequestDone(const std::shared_ptr<Conn>& conn) {
+  conn->busy = false;
+  if (!conn->reading && !conn->closing) {
+    conn->reading = true;
+    uv_read_start(reinterpret_cast<uv_stream_t*>(&conn->handle), AllocateRead, OnReadDone);
+  }
+  conn->last_active_ms = uv_now(&loop);
+  if (closing && !conn->to_node) {
+    EndAfterWrites(conn);
+    return;
+  }
+  Process(conn);
+}
+
+void Frontend::OnWake() {
+  std::vector<Command> commands_now;
+  std::vector<Completion> completions_now;
+  bool close_now = false;
+  bool force = false;
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex);
+    commands_now.swap(commands);
+    completions_now.swap(completions);
+    close_now = close_wanted && !closing;
+    force = force_close;
+  }
+  for (const Completion& completion : completions_now) {
+    Pending* pending = completion.pending;
+    if (completion.release) {
+      // Deleted with the last of the two events (Settle): a Python model
+      // releases its request before answering, and a hang-up in between
+      // must still be able to cancel it.
+      pending->released = true;
+    } else {
+      pending->answered = true;
+      std::shared_ptr<Conn> conn = pending->conn;
+      if (conn->in_flight == pending) conn->in_flight = nullptr;
+      if (!conn->closing) {
+        Answer(pending);
+        RequestDone(conn);
+      } else {
+        std::lock_guard<std::mutex> lock(pending->mutex);
+        if (pending->response != nullptr) DeleteResponse(api, pending->response);
+        pending->response = nullptr;
+      }
+    }
+    Settle(pending);
+  }
+  for (Command& command : commands_now) {
+    auto found = conns.find(command.conn);
+    if (found == conns.end()) continue;
+    std::shared_ptr<Conn> conn = found->second;
+    switch (command.kind) {
+      case CommandKind::kWrite: WriteText(conn, std::move(command.bytes), false); break;
+      case CommandKind::kDone: RequestDone(conn); break;
+      case CommandKind::kEnd: EndAfterWrites(conn); break;
+      case CommandKind::kDestroy: CloseConn(conn.get()); break;
+    }
+  }
+  if (close_now || (force && closing)) BeginClose(force);
+}
+
+// Idle keep-alive connections, and heads that never finish, are closed as
+// Node's server would (its keepAliveTimeout and headersTimeout). Connections
+// JS is answering are Node's to time out.
+void Frontend::Sweep() {
+  const uint64_t now = uv_now(&loop);
+  std::vector<std::shared_ptr<Conn>> idle;
+  std::vector<std::shared_ptr<Conn>> slow;
+  for (auto& [id, conn] : conns) {
+    if (conn->busy || conn->to_node) continue;
+    const uint64_t quiet = now - conn->last_active_ms;
+    if (conn->in.size == 0 && quiet >= settings.keep_alive_ms) idle.push_back(conn);
+    else if (conn->in.size > 0 && quiet >= settings.headers_timeout_ms) slow.push_back(conn);
+  }
+  for (auto& conn : idle) CloseConn(conn.get());
+  for (auto& conn : slow)
+    WriteText(conn, "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", true);
+}
+
+void Frontend::BeginClose(bool force) {
+  if (!closing) uv_close(reinterpret_cast<uv_handle_t*>(&listener), nullptr);
+  closing = true;
+  fast_stopped = true;
+  std::vector<std::shared_ptr<Conn>> idle;
+  for (auto& [id, conn] : conns)
+    if (force || (!conn->busy && !conn->to_node)) idle.push_back(conn);
+  for (auto& conn : idle) CloseConn(conn.get());
+  MaybeEndLoop();
+}
+
+// The loop ends once closed, with no connection left and nothing inside Triton.
+void Frontend::MaybeEndLoop() {
+  if (!closing || loop_ended || !conns.empty() || in_flight > 0) return;
+  loop_ended = true;
+  uv_close(reinterpret_cast<uv_handle_t*>(&wake), nullptr);
+  uv_close(reinterpret_cast<uv_handle_t*>(&sweep), nullptr);
+}
+
+
+// ---- the JS object ------------------------------------------------------------------------
+
+class HttpFrontendWrap : public Napi::ObjectWrap<HttpFrontendWrap> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "NativeHttpFrontend",
+                       {
+                           InstanceAccessor<&HttpFrontendWrap::Port>("port"),
+                           InstanceAccessor<&HttpFrontendWrap::Address>("address"),
+                           InstanceAccessor<&HttpFrontendWrap::Answered>("answered"),
+                           InstanceMethod<&HttpFrontendWrap::Send<CommandKind::kWrite>>("write"),
+                           InstanceMethod<&HttpFrontendWrap::Send<CommandKind::kDone>>("done"),
+                           InstanceMethod<&HttpFrontendWrap::Send<CommandKind::kEnd>>("end"),
+                           InstanceMethod<&HttpFrontendWrap::Send<CommandKind::kDestroy>>("destroy"),
+                           InstanceMethod<&HttpFrontendWrap::Drain>("drain"),
+                           InstanceMethod<&HttpFrontendWrap::Close>("close"),
+                           InstanceMethod<&HttpFrontendWrap::Join>("join"),
+                       });
+  }
+
+  // new NativeHttpFrontend(server, { host, port, maxBodyBytes, keepAliveTimeoutMs,
+  //   headersTimeoutMs, fastPath }, onEvent(kind, conn, bytes))
+  HttpFrontendWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<HttpFrontendWrap>(info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 3 || !info[0].IsObject() || !info[1].IsObject() || !info[2].IsFunction())
+      throw ToJsError(env, TRITONSERVER_ERROR_INVALID_ARG, "NativeHttpFrontend(server, options, onEvent)");
+    ServerWrap* server = ServerWrap::Unwrap(info[0].As<Napi::Object>());
+    if (server == nullptr || server->StateForFrontEnd() == nullptr)
+      throw ToJsError(env, TRITONSERVER_ERROR_UNAVAILABLE, "the server is stopped");
+    Napi::Object options = info[1].As<Napi::Object>();
+    Settings settings;
+    auto number = [&](const char* name, double fallback) {
+      Napi::Value value = options.Get(name);
+      return value.IsNumber() ? value.As<Napi::Number>().DoubleValue() : fallback;
+    };
+    settings.max_body_bytes = static_cast<size_t>(number("maxBodyBytes", 64 << 20));
+    settings.keep_alive_ms = static_cast<uint64_t>(number("keepAliveTimeoutMs", 5000));
+    settings.headers_timeout_ms = static_cast<uint64_t>(number("headersTimeoutMs", 10000));
+    settings.fast_path = options.Get("fastPath").ToBoolean().Value();
+    const std::string host = options.Get("host").ToString().Utf8Value();
+    const int port = static_cast<int>(number("port", 0));
+
+    frontend_ = std::make_unique<Frontend>(server->StateForFrontEnd(), settings);
+    Frontend& f = *frontend_;
+    const TritonApi& api = f.api;
+    if (auto failure = TakeError(api, api.ResponseAllocatorNew(&f.allocator, AllocateOutput, ReleaseOutput, nullptr)))
+      throw ToJsError(env, *failure);
+
+    sockaddr_storage address{};
+    if (uv_ip4_addr(host.c_str(), port, reinterpret_cast<sockaddr_in*>(&address)) != 0 &&
+        uv_ip6_addr(host.c_str(), port, reinterpret_cast<sockaddr_in6*>(&address)) != 0) {
+      DeleteAllocator();
+      throw ToJsError(env, TRITONSERVER_ERROR_INVALID_ARG, "host '" + host + "' is not an IP address");
+    }
+    uv_loop_init(&f.loop);
+    uv_tcp_init(&f.loop, &f.listener);
+    f.listener.data = &f;
+    int rc = uv_tcp_bind(&f.listener, reinterpret_cast<const sockaddr*>(&address), 0);
+    if (rc == 0)
+      rc = uv_listen(reinterpret_cast<uv_stream_t*>(&f.listener), 511, [](uv_stream_t* server, int status) {
+        if (status == 0) static_cast<Frontend*>(server->data)->Accept();
+      });
+    if (rc != 0) {
+      uv_close(reinterpret_cast<uv_handle_t*>(&f.listener), nullptr);
+      uv_run(&f.loop, UV_RUN_DEFAULT);
+      uv_loop_close(&f.loop);
+      DeleteAllocator();
+      Napi::Error error = Napi::Error::New(env, std::string("listen ") + uv_err_name(rc) + ": " + uv_strerror(rc) +
+                                                    " " + host + ":" + std::to_string(port));
+      error.Set("code", uv_err_name(rc));
+      throw error;
+    }
+    sockaddr_storage bound{};
+    int length = sizeof(bound);
+    uv_tcp_getsockname(&f.listener, reinterpret_cast<sockaddr*>(&bound), &length);
+    char text[64] = "";
+    if (bound.ss_family == AF_INET6) {
+      port_ = ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
+      uv_ip6_name(reinterpret_cast<sockaddr_in6*>(&bound), text, sizeof(text));
+    } else {
+      port_ = ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+      uv_ip4_name(reinterpret_cast<sockaddr_in*>(&bound), text, sizeof(text));
+    }
+    address_ = text;
+    uv_async_init(&f.loop, &f.wake, [](uv_async_t* async) { static_cast<Frontend*>(async->data)->OnWake(); });
+    f.wake.data = &f;
+    uv_timer_init(&f.loop, &f.sweep);
+    f.sweep.data = &f;
+    uv_timer_start(&f.sweep, [](uv_timer_t* timer) { static_cast<Frontend*>(timer->data)->Sweep(); }, 1000, 1000);
+    f.to_js = Napi::ThreadSafeFunction::New(env, info[2].As<Napi::Function>(), "tritonserver-node http", 0, 1);
+    f.thread = std::thread([&f] {
+      uv_run(&f.loop, UV_RUN_DEFAULT);
+      uv_loop_close(&f.loop);
+      f.Emit(EventKind::kClosed, 0, {});
+      f.to_js.Release();
+    });
+    napi_add_env_cleanup_hook(env, CleanupHook, this);
+    cleanup_hook_ = true;
+  }
+
+  ~HttpFrontendWrap() {
+    if (cleanup_hook_) napi_remove_env_cleanup_hook(Env(), CleanupHook, this);
+    End(true);
+  }
+
+ private:
+  Napi::Value Port(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), port_); }
+  Napi::Value Address(const Napi::CallbackInfo& info) { return Napi::String::New(info.Env(), address_); }
+  Napi::Value Answered(const Napi::CallbackInfo& info) {
+    return Napi::Number::New(info.Env(), frontend_->answered.load(std::memory_order_relaxed));
+  }
+
+  template <CommandKind kind>
+  Napi::Value Send(const Napi::CallbackInfo& info) {
+    if (!frontend_ || joined_) return info.Env().Undefined();
+    Command command{kind, static_cast<uint64_t>(info[0].As<Napi::Number>().Int64Value()), {}};
+    if (kind == CommandKind::kWrite) {
+      auto bytes = info[1].As<Napi::Uint8Array>();
+      command.bytes.assign(reinterpret_cast<const char*>(bytes.Data()), bytes.ByteLength());
+    }
+    {
+      std::lock_guard<std::mutex> lock(frontend_->queue_mutex);
+      frontend_->commands.push_back(std::move(command));
+    }
+    uv_async_send(&frontend_->wake);
+    return info.Env().Undefined();
+  }
+
+  Napi::Value Drain(const Napi::CallbackInfo& info) {
+    if (frontend_) frontend_->fast_stopped = true;
+    return info.Env().Undefined();
+  }
+
+  // Stops listening; the loop ends (event kClosed) once every connection
+  // closed and no request is inside Triton.
+  Napi::Value Close(const Napi::CallbackInfo& info) {
+    if (frontend_ && !joined_) {
+      {
+        std::lock_guard<std::mutex> lock(frontend_->queue_mutex);
+        frontend_->close_wanted = true;
+      }
+      uv_async_send(&frontend_->wake);
+    }
+    return info.Env().Undefined();
+  }
+
+  Napi::Value Join(const Napi::CallbackInfo& info) {
+    End(false);
+    return info.Env().Undefined();
+  }
+
+  // Waits for the loop thread; `force` first closes every connection (JS is
+  // not there to close its own).
+  void End(bool force) {
+    if (!frontend_ || joined_) return;
+    if (force) {
+      {
+        std::lock_guard<std::mutex> lock(frontend_->queue_mutex);
+        frontend_->close_wanted = true;
+        frontend_->force_close = true;
+      }
+      uv_async_send(&frontend_->wake);
+    }
+    if (frontend_->thread.joinable()) frontend_->thread.join();
+    joined_ = true;
+    DeleteAllocator();
+  }
+
+  void DeleteAllocator() {
+    if (frontend_->allocator != nullptr)
+      TakeError(frontend_->api, frontend_->api.ResponseAllocatorDelete(frontend_->allocator));
+    frontend_->allocator = nullptr;
+  }
+
+  static void CleanupHook(void* self) {
+    auto* wrap = static_cast<HttpFrontendWrap*>(self);
+    wrap->cleanup_hook_ = false;
+    wrap->End(true);
+  }
+
+  std::unique_ptr<Frontend> frontend_;
+  int port_ = 0;
+  std::string address_;
+  bool joined_ = false;
+  bool cleanup_hook_ = false;
+};
+
+}  // namespace
+
+void RegisterHttpFrontend(Napi::Env env, Napi::Object exports) {
+  exports.Set("NativeHttpFrontend", HttpFrontendWrap::Define(env));
+}
+
+}  // namespace tsn
