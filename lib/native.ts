@@ -239,6 +239,7 @@ export interface NativeHttpOptions {
   maxBodyBytes: number;
   keepAliveTimeoutMs: number;
   headersTimeoutMs: number;
+  requestTimeoutMs: number;
   /** false: every request goes to JS. */
   fastPath: boolean;
 }

@@ -82,6 +82,8 @@ struct Conn {
   bool ending = false;         // closing once its writes went out
   Pending* in_flight = nullptr;
   uint64_t last_active_ms = 0;
+  uint64_t request_started_ms = 0;  // first byte of the request being read
+  bool head_read = false;           // its head is in, its body is not yet
   std::shared_ptr<Conn> self;  // held while the handle is open
 };
 
@@ -144,6 +146,7 @@ struct Settings {
   size_t max_body_bytes = 64 << 20;
   uint64_t keep_alive_ms = 5000;
   uint64_t headers_timeout_ms = 10000;
+  uint64_t request_timeout_ms = 60000;
   bool fast_path = true;          // false: every request goes to JS (authorize, inferTimeoutMs)
 };
 
@@ -337,6 +340,7 @@ void Frontend::OnRead(Conn* conn, ssize_t nread) {
     CloseConn(conn);
     return;
   }
+  if (conn->in.size == 0) conn->request_started_ms = uv_now(&loop);
   conn->in.size += static_cast<size_t>(nread);
   conn->last_active_ms = uv_now(&loop);
   Process(conn->self);
@@ -367,10 +371,16 @@ void Frontend::Process(const std::shared_ptr<Conn>& conn) {
     }
     const size_t total = head.head_bytes + head.content_length;
     if (conn->in.size < total) {
-      conn->in.Reserve(total - conn->in.size);
+      // Room for the body as it comes, not all at once: a head is no
+      // promise that the body follows.
+      conn->in.Reserve(std::min<size_t>(total - conn->in.size, size_t{1} << 20));
+      conn->head_read = true;
       return;
     }
     conn->busy = true;
+    conn->head_read = false;
+    // What follows this request started arriving no later than now.
+    conn->request_started_ms = uv_now(&loop);
     conn->close_after = head.close;
     if (TryFast(conn, head, total)) continue;
     ToNode(conn.get(), conn->in.data.get(), total);
@@ -738,9 +748,10 @@ void Frontend::OnWake() {
   if (close_now || (force && closing)) BeginClose(force);
 }
 
-// Idle keep-alive connections, and heads that never finish, are closed as
-// Node's server would (its keepAliveTimeout and headersTimeout). Connections
-// JS is answering are Node's to time out.
+// Idle keep-alive connections, heads and requests that take too long to
+// arrive are closed as Node's server would (its keepAliveTimeout,
+// headersTimeout and requestTimeout, counted from the request's first
+// byte). Connections JS is answering are Node's to time out.
 void Frontend::Sweep() {
   const uint64_t now = uv_now(&loop);
   std::vector<std::shared_ptr<Conn>> idle;
@@ -748,8 +759,12 @@ void Frontend::Sweep() {
   for (auto& [id, conn] : conns) {
     if (conn->busy || conn->to_node) continue;
     const uint64_t quiet = now - conn->last_active_ms;
-    if (conn->in.size == 0 && quiet >= settings.keep_alive_ms) idle.push_back(conn);
-    else if (conn->in.size > 0 && quiet >= settings.headers_timeout_ms) slow.push_back(conn);
+    const uint64_t reading = now - conn->request_started_ms;
+    if (conn->in.size == 0) {
+      if (quiet >= settings.keep_alive_ms) idle.push_back(conn);
+    } else if (reading >= (conn->head_read ? settings.request_timeout_ms : settings.headers_timeout_ms)) {
+      slow.push_back(conn);
+    }
   }
   for (auto& conn : idle) CloseConn(conn.get());
   for (auto& conn : slow)
@@ -814,6 +829,7 @@ class HttpFrontendWrap : public Napi::ObjectWrap<HttpFrontendWrap> {
     settings.max_body_bytes = static_cast<size_t>(number("maxBodyBytes", 64 << 20));
     settings.keep_alive_ms = static_cast<uint64_t>(number("keepAliveTimeoutMs", 5000));
     settings.headers_timeout_ms = static_cast<uint64_t>(number("headersTimeoutMs", 10000));
+    settings.request_timeout_ms = static_cast<uint64_t>(number("requestTimeoutMs", 60000));
     settings.fast_path = options.Get("fastPath").ToBoolean().Value();
     const std::string host = options.Get("host").ToString().Utf8Value();
     const int port = static_cast<int>(number("port", 0));

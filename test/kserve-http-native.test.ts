@@ -220,16 +220,29 @@ describe('the native engine', () => {
     }
   });
 
-  it('answers 408 and closes a connection whose request stops half-way (headersTimeoutMs)', async () => {
+  it('answers 408 and closes a connection whose head or body takes too long (headersTimeoutMs, requestTimeoutMs)', async () => {
     const { server } = suiteState();
-    const guarded = await serveKServe(server, { http: { port: 0, engine: 'native', headersTimeoutMs: 200 } });
+    const guarded = await serveKServe(server, { http: { port: 0, engine: 'native', headersTimeoutMs: 200, requestTimeoutMs: 800 } });
     try {
-      const { socket, reader } = await open(guarded.http?.port ?? 0);
-      socket.write('POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n{"inp');
+      const port = guarded.http?.port ?? 0;
+      // A head that never ends.
+      const slowHead = await open(port);
+      slowHead.socket.write('POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: t\r\n');
+      // A body that trickles in: never quiet for long, but never done.
+      const slowBody = await open(port);
+      slowBody.socket.write('POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n{');
+      const trickle = setInterval(() => slowBody.socket.write(' '), 100);
       const started = Date.now();
-      expect((await reader.next()).status).toBe(408);
-      await new Promise((resolve) => socket.once('close', resolve));
+      try {
+        expect((await slowHead.reader.next()).status).toBe(408);
+        expect((await slowBody.reader.next()).status).toBe(408);
+      } finally {
+        clearInterval(trickle);
+      }
+      // The body's clock is its request's, not its last byte's.
+      expect(Date.now() - started).toBeGreaterThanOrEqual(700);
       expect(Date.now() - started).toBeLessThan(5000);
+      await Promise.all([slowHead, slowBody].map(({ socket }) => new Promise((resolve) => (socket.destroyed ? resolve(undefined) : socket.once('close', resolve)))));
     } finally {
       await guarded.close();
     }

@@ -157,6 +157,7 @@ export async function listenNative(triton: Server, handler: KServeHandler, setti
       maxBodyBytes: settings.maxBodyBytes,
       keepAliveTimeoutMs: settings.keepAliveTimeoutMs,
       headersTimeoutMs: settings.headersTimeoutMs,
+      requestTimeoutMs: settings.requestTimeoutMs,
       fastPath: settings.fastPath,
     },
     onEvent,
