@@ -29,6 +29,7 @@
 #include "errors.h"
 #include "http-wire.h"
 #include "inference.h"
+#include "output-memory.h"
 #include "server.h"
 
 namespace tsn {
@@ -102,6 +103,10 @@ struct Pending {
   std::string model;
   int64_t version = -1;
   TRITONSERVER_InferenceRequest* request = nullptr;
+  // Shared memory the request reads (held mapped until it is settled) and
+  // the outputs Triton writes into a region (read by the allocator).
+  std::vector<SharedMemoryRef> inputs_held;
+  std::vector<std::pair<std::string, SharedMemorySpan>> output_regions;
   // Written on Triton's threads under `mutex`; read on the loop thread after final.
   std::mutex mutex;
   TRITONSERVER_InferenceResponse* response = nullptr;
@@ -390,8 +395,9 @@ void Frontend::Process(const std::shared_ptr<Conn>& conn) {
 
 // ---- the fast path --------------------------------------------------------------------
 
-// Outputs go to host memory of their own, written from there and freed
-// when the response is deleted (after the write).
+// Outputs go into the shared memory region the request named for them, or
+// to host memory of their own, written from there and freed when the
+// response is deleted (after the write).
 TRITONSERVER_Error* AllocateOutput(TRITONSERVER_ResponseAllocator*, const char* name, size_t byte_size,
                                    TRITONSERVER_MemoryType, int64_t, void* userp, void** buffer,
                                    void** buffer_userp, TRITONSERVER_MemoryType* memory_type,
@@ -400,10 +406,20 @@ TRITONSERVER_Error* AllocateOutput(TRITONSERVER_ResponseAllocator*, const char* 
   *memory_type_id = 0;
   *buffer_userp = nullptr;
   *buffer = nullptr;
+  auto* pending = static_cast<Pending*>(userp);
+  for (const auto& [output, span] : pending->output_regions) {
+    if (output != name) continue;
+    if (byte_size > span.size)
+      return pending->frontend->api.ErrorNew(TRITONSERVER_ERROR_INTERNAL,
+                                             SharedMemoryTooSmall(name, span.size, byte_size).c_str());
+    *buffer = span.data;
+    *buffer_userp = &kCallerMemory;
+    return nullptr;
+  }
   if (byte_size == 0) return nullptr;
   *buffer = std::malloc(byte_size);
   if (*buffer == nullptr) {
-    const TritonApi& api = static_cast<Frontend*>(userp)->api;
+    const TritonApi& api = pending->frontend->api;
     return api.ErrorNew(TRITONSERVER_ERROR_INTERNAL,
                         (std::string("out of memory allocating output '") + name + "'").c_str());
   }
@@ -411,8 +427,9 @@ TRITONSERVER_Error* AllocateOutput(TRITONSERVER_ResponseAllocator*, const char* 
   return nullptr;
 }
 
-TRITONSERVER_Error* ReleaseOutput(TRITONSERVER_ResponseAllocator*, void* buffer, void*, size_t,
+TRITONSERVER_Error* ReleaseOutput(TRITONSERVER_ResponseAllocator*, void* buffer, void* buffer_userp, size_t,
                                   TRITONSERVER_MemoryType, int64_t) {
+  if (buffer_userp == &kCallerMemory) return nullptr;  // the region's
   if (buffer != nullptr) Live().output_buffers--;
   std::free(buffer);
   return nullptr;
@@ -455,8 +472,8 @@ void OnRelease(TRITONSERVER_InferenceRequest*, const uint32_t flags, void* userp
 // bytes are taken, and go to the JS front end if Triton does not take it.
 bool Frontend::TryFast(const std::shared_ptr<Conn>& conn, const http::RequestHead& head, size_t total) {
   if (!settings.fast_path || fast_stopped.load(std::memory_order_relaxed) || !head.plain_infer_ok ||
-      head.method != "POST" || !head.infer_header_length || *head.infer_header_length == 0 ||
-      *head.infer_header_length > head.content_length)
+      head.method != "POST" || head.content_length == 0 ||
+      (head.infer_header_length && (*head.infer_header_length == 0 || *head.infer_header_length > head.content_length)))
     return false;
   auto pending = std::make_unique<Pending>();
   if (!http::InferTarget(head.target, &pending->model, &pending->version)) return false;
@@ -486,7 +503,9 @@ bool Frontend::TryFast(const std::shared_ptr<Conn>& conn, const http::RequestHea
 
 bool Frontend::Submit(Pending* pending, const http::RequestHead& head) {
   const char* body = pending->bytes.data.get() + head.head_bytes;
-  const size_t json_size = *head.infer_header_length;
+  // Without Inference-Header-Content-Length the body is all JSON (its
+  // tensors then all in shared memory).
+  const size_t json_size = head.infer_header_length.value_or(head.content_length);
   http::FastRequest fast;
   if (!http::ReadFastRequest(body, json_size, body + json_size, head.content_length - json_size, &fast))
     return false;
@@ -505,18 +524,38 @@ bool Frontend::Submit(Pending* pending, const http::RequestHead& head) {
     else if (error != nullptr) TakeError(api, error);
   };
   if (!fast.id.empty()) step(api.InferenceRequestSetId(request, fast.id.c_str()));
-  for (const http::FastInput& input : fast.inputs) {
+  // A region that is not there, or a range past its end, is the JS front end's to report.
+  auto acquire = [&](const http::FastSharedMemory& range, SharedMemorySpan* span) {
+    if (ok && state->shared_memory.Acquire(range.region, range.offset, range.byte_size, span)) ok = false;
+  };
+  for (http::FastInput& input : fast.inputs) {
     if (!ok) break;
+    if (input.shared_memory) {
+      SharedMemorySpan span;
+      acquire(*input.shared_memory, &span);
+      if (!ok) break;
+      input.data = span.data;
+      input.size = span.size;
+      pending->inputs_held.push_back(std::move(span.hold));
+    }
     step(api.InferenceRequestAddInput(request, input.name.c_str(), input.datatype, input.shape.data(),
                                       input.shape.size()));
     if (ok && input.size > 0)
       step(api.InferenceRequestAppendInputData(request, input.name.c_str(), input.data, input.size,
                                                TRITONSERVER_MEMORY_CPU, 0));
   }
-  for (const std::string& name : fast.outputs)
-    if (ok) step(api.InferenceRequestAddRequestedOutput(request, name.c_str()));
+  for (const http::FastOutput& output : fast.outputs) {
+    if (!ok) break;
+    if (output.shared_memory) {
+      SharedMemorySpan span;
+      acquire(*output.shared_memory, &span);
+      if (!ok) break;
+      pending->output_regions.emplace_back(output.name, std::move(span));
+    }
+    step(api.InferenceRequestAddRequestedOutput(request, output.name.c_str()));
+  }
   if (ok) step(api.InferenceRequestSetReleaseCallback(request, OnRelease, pending));
-  if (ok) step(api.InferenceRequestSetResponseCallback(request, allocator, this, OnResponse, pending));
+  if (ok) step(api.InferenceRequestSetResponseCallback(request, allocator, pending, OnResponse, pending));
   if (ok) {
     std::shared_lock<std::shared_mutex> lifetime(state->lifetime);
     if (state->server == nullptr || state->stopping) {
@@ -617,6 +656,10 @@ void Frontend::Answer(Pending* pending) {
   TakeError(api, api.InferenceResponseOutputCount(response, &output_count));
   size_t binary_bytes = 0;
   out->bufs.emplace_back();  // the head and the JSON, once known
+  // Outputs written into shared memory are listed after the others, by
+  // name, datatype and shape only (as the JS front end and Triton do).
+  std::string in_regions;
+  bool first_output = true;
   for (uint32_t i = 0; i < output_count; ++i) {
     const char* name = nullptr;
     TRITONSERVER_DataType datatype = TRITONSERVER_TYPE_INVALID;
@@ -634,25 +677,42 @@ void Frontend::Answer(Pending* pending) {
       AnswerError(pending, *error);
       return;
     }
-    if (i > 0) json += ',';
-    json += "{\"name\":";
-    http::AppendJsonString(&json, name != nullptr ? name : "");
+    const bool in_region = userp == &kCallerMemory;
+    std::string text = "{\"name\":";
+    http::AppendJsonString(&text, name != nullptr ? name : "");
     const char* type_name = http::DataTypeName(datatype);
-    json += ",\"datatype\":\"";
-    json += type_name != nullptr ? type_name : "INVALID";
-    json += "\",\"shape\":[";
+    text += ",\"datatype\":\"";
+    text += type_name != nullptr ? type_name : "INVALID";
+    text += "\",\"shape\":[";
     for (uint64_t d = 0; d < dims; ++d) {
-      if (d > 0) json += ',';
-      json += std::to_string(shape[d]);
+      if (d > 0) text += ',';
+      text += std::to_string(shape[d]);
     }
-    json += "],\"parameters\":{\"binary_data_size\":" + std::to_string(size) + "}}";
+    text += ']';
+    if (in_region) {
+      in_regions += ',';
+      in_regions += text + '}';
+      continue;
+    }
+    text += ",\"parameters\":{\"binary_data_size\":" + std::to_string(size) + "}}";
+    if (!first_output) json += ',';
+    first_output = false;
+    json += text;
     if (size > 0) out->bufs.push_back(uv_buf_init(static_cast<char*>(const_cast<void*>(base)), static_cast<unsigned>(size)));
     binary_bytes += size;
   }
+  if (!in_regions.empty()) json.append(in_regions, first_output ? 1 : 0, std::string::npos);
   json += "]}";
-  out->head = "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nInference-Header-Content-Length: " +
-              std::to_string(json.size()) + "\r\nContent-Length: " + std::to_string(json.size() + binary_bytes) +
-              (conn->close_after ? "\r\nConnection: close\r\n\r\n" : "\r\nConnection: keep-alive\r\n\r\n");
+  const char* connection = conn->close_after ? "\r\nConnection: close\r\n\r\n" : "\r\nConnection: keep-alive\r\n\r\n";
+  if (binary_bytes == 0) {
+    // Nothing binary to send: plain JSON, as the JS front end answers then.
+    out->head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
+                std::to_string(json.size()) + connection;
+  } else {
+    out->head = "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nInference-Header-Content-Length: " +
+                std::to_string(json.size()) + "\r\nContent-Length: " + std::to_string(json.size() + binary_bytes) +
+                connection;
+  }
   out->head += json;
   out->bufs[0] = uv_buf_init(out->head.data(), static_cast<unsigned>(out->head.size()));
   if (conn->closing) {

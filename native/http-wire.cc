@@ -335,6 +335,26 @@ std::optional<bool> OptionalBool(const Json* value) {
   return value->boolean;
 }
 
+// The range a tensor's parameters name: a region, a byte size, an optional
+// offset, and nothing else (not even binary_data: the JS front end says
+// why that is wrong).
+std::optional<FastSharedMemory> ReadSharedMemory(const Json& parameters) {
+  if (!OnlyKeys(parameters, {"shared_memory_region", "shared_memory_byte_size", "shared_memory_offset"}))
+    return std::nullopt;
+  const Json* region = parameters.Member("shared_memory_region");
+  const Json* size = parameters.Member("shared_memory_byte_size");
+  const Json* offset = parameters.Member("shared_memory_offset");
+  if (region == nullptr || region->kind != Json::kString || size == nullptr || size->kind != Json::kNumber ||
+      !size->integer || size->int_value < 0)
+    return std::nullopt;
+  FastSharedMemory range{region->text, 0, static_cast<uint64_t>(size->int_value)};
+  if (offset != nullptr) {
+    if (offset->kind != Json::kNumber || !offset->integer || offset->int_value < 0) return std::nullopt;
+    range.offset = static_cast<uint64_t>(offset->int_value);
+  }
+  return range;
+}
+
 }  // namespace
 
 bool ReadFastRequest(const char* json, size_t json_size, const char* binary,
@@ -367,10 +387,7 @@ bool ReadFastRequest(const char* json, size_t json_size, const char* binary,
     const Json* parameters = input.Member("parameters");
     if (name == nullptr || name->kind != Json::kString || datatype == nullptr ||
         datatype->kind != Json::kString || shape == nullptr || shape->kind != Json::kArray ||
-        parameters == nullptr || !OnlyKeys(*parameters, {"binary_data_size"}))
-      return false;
-    const Json* size = parameters->Member("binary_data_size");
-    if (size == nullptr || size->kind != Json::kNumber || !size->integer || size->int_value < 0)
+        parameters == nullptr)
       return false;
     const TypeInfo* type = nullptr;
     for (const TypeInfo& info : kTypes)
@@ -389,11 +406,20 @@ bool ReadFastRequest(const char* json, size_t json_size, const char* binary,
       elements *= static_cast<uint64_t>(dim.int_value);
       if (elements > (uint64_t{1} << 48)) return false;
     }
-    const auto bytes = static_cast<uint64_t>(size->int_value);
-    if (elements * type->size != bytes || bytes > binary_size - offset) return false;
-    fast.data = binary + offset;
-    fast.size = static_cast<size_t>(bytes);
-    offset += fast.size;
+    const uint64_t bytes = elements * type->size;
+    if (parameters->Member("shared_memory_region") != nullptr) {
+      fast.shared_memory = ReadSharedMemory(*parameters);
+      if (!fast.shared_memory || fast.shared_memory->byte_size != bytes) return false;
+    } else {
+      if (!OnlyKeys(*parameters, {"binary_data_size"})) return false;
+      const Json* size = parameters->Member("binary_data_size");
+      if (size == nullptr || size->kind != Json::kNumber || !size->integer || size->int_value < 0 ||
+          static_cast<uint64_t>(size->int_value) != bytes || bytes > binary_size - offset)
+        return false;
+      fast.data = binary + offset;
+      fast.size = static_cast<size_t>(bytes);
+      offset += fast.size;
+    }
     request->inputs.push_back(std::move(fast));
   }
   if (offset != binary_size) return false;
@@ -404,20 +430,27 @@ bool ReadFastRequest(const char* json, size_t json_size, const char* binary,
       if (!OnlyKeys(output, {"name", "parameters"})) return false;
       const Json* name = output.Member("name");
       if (name == nullptr || name->kind != Json::kString) return false;
+      FastOutput fast{name->text, std::nullopt};
       bool as_binary = binary_output;
       if (const Json* parameters = output.Member("parameters")) {
-        if (!OnlyKeys(*parameters, {"binary_data"})) return false;
-        const Json* flag = parameters->Member("binary_data");
-        if (flag != nullptr) {
-          const auto value = OptionalBool(flag);
-          if (!value) return false;
-          as_binary = *value;
+        if (parameters->Member("shared_memory_region") != nullptr) {
+          // binary_data beside a region is Triton's error: the JS front end says it.
+          fast.shared_memory = ReadSharedMemory(*parameters);
+          if (!fast.shared_memory) return false;
+        } else {
+          if (!OnlyKeys(*parameters, {"binary_data"})) return false;
+          const Json* flag = parameters->Member("binary_data");
+          if (flag != nullptr) {
+            const auto value = OptionalBool(flag);
+            if (!value) return false;
+            as_binary = *value;
+          }
         }
       }
-      if (!as_binary) return false;
-      for (const std::string& seen : request->outputs)
-        if (seen == name->text) return false;
-      request->outputs.push_back(name->text);
+      if (!fast.shared_memory && !as_binary) return false;
+      for (const FastOutput& seen : request->outputs)
+        if (seen.name == fast.name) return false;
+      request->outputs.push_back(std::move(fast));
     }
     // An empty list asks for every output, each as binary_data_output says.
     if (outputs->items.empty() && !binary_output) return false;

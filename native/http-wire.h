@@ -44,25 +44,40 @@ HeadStatus ParseHead(const char* data, size_t size, RequestHead* head);
 // no decoding; false for any other target.
 bool InferTarget(std::string_view target, std::string* model, int64_t* version);
 
+// A range of a registered system shared memory region (Triton's
+// shared_memory_region / _offset / _byte_size parameters).
+struct FastSharedMemory {
+  std::string region;
+  uint64_t offset = 0;
+  uint64_t byte_size = 0;
+};
+
 struct FastInput {
   std::string name;
   TRITONSERVER_DataType datatype = TRITONSERVER_TYPE_INVALID;
   std::vector<int64_t> shape;
-  const char* data = nullptr;
+  const char* data = nullptr;  // in the body (binary_data_size)...
   size_t size = 0;
+  std::optional<FastSharedMemory> shared_memory;  // ...or in a region
+};
+
+struct FastOutput {
+  std::string name;
+  std::optional<FastSharedMemory> shared_memory;  // else binary in the body
 };
 
 struct FastRequest {
   std::string id;
   std::vector<FastInput> inputs;
-  std::vector<std::string> outputs;  // empty: every output
+  std::vector<FastOutput> outputs;  // empty: every output, binary
 };
 
-// Reads a JSON inference header whose inputs are all binary (binary_data_size)
-// and whose outputs are all asked for as binary. False for anything else
-// (JSON data, other parameters, sizes that do not add up, BYTES, bad JSON):
-// the JS front end then reads the request and answers it or says what is
-// wrong with it.
+// Reads a JSON inference header whose inputs are all binary
+// (binary_data_size) or in system shared memory, and whose outputs are all
+// asked for as binary or in shared memory. False for anything else (JSON
+// data, other parameters, sizes that do not add up, BYTES, bad JSON): the
+// JS front end then reads the request and answers it or says what is wrong
+// with it.
 bool ReadFastRequest(const char* json, size_t json_size, const char* binary,
                      size_t binary_size, FastRequest* request);
 

@@ -30,11 +30,7 @@ TRITONSERVER_Error* InferenceEngine::Allocate(
     if (given.shared_memory)
       return request->engine->api_.ErrorNew(
           TRITONSERVER_ERROR_INTERNAL,
-          (std::string("shared memory size specified with the request for output '") +
-           tensor_name + "' (" + std::to_string(given.size) +
-           " bytes) should be at least " + std::to_string(byte_size) +
-           " bytes to hold the results")
-              .c_str());
+          SharedMemoryTooSmall(tensor_name, given.size, byte_size).c_str());
     return request->engine->api_.ErrorNew(
         TRITONSERVER_ERROR_INVALID_ARG,
         (std::string("output '") + tensor_name + "' is " +

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "inference.h"
@@ -25,6 +26,13 @@ inline constexpr size_t kHeaderSize = sizeof(BufferHeader);
 
 // buffer_userp of an output Triton wrote into memory the caller gave.
 inline char kCallerMemory;
+
+// Triton's message for an output larger than the shared memory named for it.
+inline std::string SharedMemoryTooSmall(const char* name, size_t given, size_t needed) {
+  return std::string("shared memory size specified with the request for output '") + name + "' (" +
+         std::to_string(given) + " bytes) should be at least " + std::to_string(needed) +
+         " bytes to hold the results";
+}
 
 // Output blocks are taken on Triton's threads and given back on the JS
 // thread (or by a finalizer): recycled by size class (powers of two from

@@ -4,6 +4,7 @@ import { liveObjects } from '../lib/index.js';
 import { serveKServe } from '../lib/kserve/index.js';
 import { expectNoRequestsLive } from './helpers.js';
 import { defineHttpSuite, suiteState } from './kserve-http.suite.js';
+import { Segment } from './shared-memory-segments.js';
 
 // Every HTTP test again with the native engine: what it does not answer
 // itself reaches the same handler, and must come out the same.
@@ -263,6 +264,63 @@ describe('the native engine', () => {
       await limited.close();
     }
     await expectNoRequestsLive(10_000);
+  });
+
+  it('reads inputs from and writes outputs into system shared memory itself, and leaves what is wrong to JS', async () => {
+    const { server, frontends } = suiteState();
+    const port = frontends.http?.port ?? 0;
+    const segment = new Segment(128, 'native-http');
+    try {
+      await server.sharedMemory.register('nh_in', { key: segment.key, offset: 0, byteSize: 64 });
+      await server.sharedMemory.register('nh_out', { key: segment.key, offset: 64, byteSize: 64 });
+      const values = new Float32Array([1.5, -2, 3, 4]);
+      segment.write(0, values);
+      /** A JSON-only request (no binary part: no Inference-Header-Content-Length), as tritonclient sends it. */
+      const request = (output: Record<string, unknown>): string => {
+        const body = JSON.stringify({
+          inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 4], parameters: { shared_memory_region: 'nh_in', shared_memory_byte_size: 16 } }],
+          outputs: [{ name: 'OUTPUT0', parameters: output }],
+        });
+        return `POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+      };
+      const before = frontends.http?.answeredNatively ?? 0;
+      const { socket, reader } = await open(port);
+      try {
+        socket.write(request({ shared_memory_region: 'nh_out', shared_memory_byte_size: 48, shared_memory_offset: 16 }));
+        const answer = await reader.next();
+        expect(answer.status).toBe(200);
+        expect(answer.headers['content-type']).toBe('application/json');
+        expect(JSON.parse(answer.body.toString())).toMatchObject({ outputs: [{ name: 'OUTPUT0', datatype: 'FP32', shape: [1, 4] }] });
+        expect(JSON.parse(answer.body.toString()).outputs[0].parameters).toBeUndefined();
+        // Written at the region's offset 16, i.e. the segment's byte 64 + 16.
+        expect(Array.from(new Float32Array(segment.read(80, 16).slice().buffer))).toEqual(Array.from(values));
+        expect(frontends.http?.answeredNatively).toBe(before + 1);
+
+        // An output region too small: Triton's allocator error, with the JS engine's message.
+        socket.write(request({ shared_memory_region: 'nh_out', shared_memory_byte_size: 8 }));
+        const small = await reader.next();
+        expect(small.status).toBe(500);
+        expect(JSON.parse(small.body.toString()).error).toContain(
+          "shared memory size specified with the request for output 'OUTPUT0' (8 bytes) should be at least 16 bytes to hold the results",
+        );
+        // A range past the region's end, and a region nobody registered: the JS handler answers, in its words.
+        socket.write(request({ shared_memory_region: 'nh_out', shared_memory_byte_size: 64, shared_memory_offset: 16 }));
+        const past = await reader.next();
+        expect(past.status).toBe(400);
+        expect(JSON.parse(past.body.toString())).toEqual({ error: "Invalid offset + byte size for shared memory region: 'nh_out'" });
+        socket.write(request({ shared_memory_region: 'nh_missing', shared_memory_byte_size: 64 }));
+        const missing = await reader.next();
+        expect(missing.status).toBe(404);
+        expect(JSON.parse(missing.body.toString()).error).toContain('nh_missing');
+        expect(frontends.http?.answeredNatively).toBe(before + 2);
+      } finally {
+        socket.destroy();
+      }
+    } finally {
+      await server.sharedMemory.unregister();
+      segment.unlink();
+    }
+    await expectNoRequestsLive();
   });
 
   it('refuses TLS, which it does not serve', async () => {
