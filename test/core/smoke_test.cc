@@ -830,7 +830,7 @@ TestTwoServersAndConcurrency(const char* models)
   }
   CHECK(ok.load() == 200);
   // Requests waiting together may run as one execution (dynamic batching).
-  // The counts are recorded after the responses go out (as Triton's are):
+  // The test core records the counts after the responses go out:
   // under load they may trail the last response by a moment.
   const std::string key = "\"inference_count\":200,\"execution_count\":";
   std::string stats;
