@@ -102,8 +102,6 @@ export interface NativeHttpListener {
   port: number;
   /** Requests the addon answered itself so far. */
   readonly answeredNatively: number;
-  /** New requests go to the handler (which refuses them while draining). */
-  drain(): void;
   /** Stops listening, closes every connection once its request is answered, and resolves when the addon's thread ended. */
   close(): Promise<void>;
 }
@@ -169,7 +167,6 @@ export async function listenNative(triton: Server, handler: KServeHandler, setti
     get answeredNatively() {
       return frontend.answered;
     },
-    drain: () => frontend.drain(),
     close: async () => {
       frontend.drain();
       await handler.drain();
