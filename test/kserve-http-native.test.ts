@@ -28,6 +28,11 @@ function inferBytes(values: Float32Array, options: { model?: string; id?: string
   return Buffer.concat([Buffer.from(head), body]);
 }
 
+/** Resolves once the socket has closed, also when it closed before the call (a loaded run reads the answer late). */
+function closedOf(socket: Socket): Promise<void> {
+  return socket.closed ? Promise.resolve() : new Promise((resolve) => socket.once('close', () => resolve()));
+}
+
 /** A binary request to the `slow` model (DELAY_MS before it answers `value`), as raw HTTP/1.1 bytes. */
 function slowBytes(value: number, delayMs: number): Buffer {
   const header = Buffer.from(
@@ -168,7 +173,7 @@ describe('the native engine', () => {
     const response = await reader.next();
     expect(response.headers.connection).toBe('close');
     expect(outputOf(response).values).toEqual([9]);
-    await new Promise((resolve) => socket.once('close', resolve));
+    await closedOf(socket);
   });
 
   it('cancels its Triton request when the client hangs up', async () => {
@@ -198,7 +203,7 @@ describe('the native engine', () => {
     expect(outputOf(response).values).toEqual([5]);
     await closed;
     // Closed after its answer, and nothing listens any more.
-    await new Promise((resolve) => socket.once('close', resolve));
+    await closedOf(socket);
     await expect(open(own.http?.port ?? 0)).rejects.toMatchObject({ code: 'ECONNREFUSED' });
     expect(own.http?.answeredNatively).toBe(1);
   });
@@ -243,7 +248,7 @@ describe('the native engine', () => {
       // The body's clock is its request's, not its last byte's.
       expect(Date.now() - started).toBeGreaterThanOrEqual(700);
       expect(Date.now() - started).toBeLessThan(5000);
-      await Promise.all([slowHead, slowBody].map(({ socket }) => new Promise((resolve) => (socket.destroyed ? resolve(undefined) : socket.once('close', resolve)))));
+      await Promise.all([slowHead, slowBody].map(({ socket }) => closedOf(socket)));
     } finally {
       await guarded.close();
     }
