@@ -18,10 +18,10 @@
  *
  * perf_analyzer is found through PERF_ANALYZER, PATH, or
  * /tmp/triton-client/install/bin; HTTP runs synchronous, gRPC asynchronous
- * requests, both with binary tensors; `http` is serveKServe's `node` HTTP
- * engine, `http-native` its `native` one. Options (env): BENCH_WINDOW_MS (2000),
- * BENCH_CONCURRENCY ("1,16,64"), BENCH_SIZES ("16,16384"), BENCH_PROTOCOLS
- * ("http,http-native,grpc").
+ * requests, both with binary tensors; `http` and `grpc` are serveKServe's
+ * `node` engines, `http-native` and `grpc-native` its `native` ones. Options
+ * (env): BENCH_WINDOW_MS (2000), BENCH_CONCURRENCY ("1,16,64"), BENCH_SIZES
+ * ("16,16384"), BENCH_PROTOCOLS ("http,http-native,grpc,grpc-native").
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
@@ -44,8 +44,8 @@ const { serveKServe } = (await import(pathToFileURL(join(root, 'dist/kserve.js')
 const windowMs = Number(process.env.BENCH_WINDOW_MS ?? 2000);
 const concurrencies = (process.env.BENCH_CONCURRENCY ?? '1,16,64').split(',').map(Number);
 const sizes = (process.env.BENCH_SIZES ?? '16,16384').split(',').map(Number);
-// http: the `node` HTTP engine; http-native: the `native` one (same handler behind it).
-const protocols = (process.env.BENCH_PROTOCOLS ?? 'http,http-native,grpc').split(',') as Array<'http' | 'http-native' | 'grpc'>;
+// http, grpc: the `node` engines; http-native, grpc-native: the `native` ones (same handlers behind them).
+const protocols = (process.env.BENCH_PROTOCOLS ?? 'http,http-native,grpc,grpc-native').split(',') as Array<'http' | 'http-native' | 'grpc' | 'grpc-native'>;
 
 function findPerfAnalyzer(): string {
   const candidates = [
@@ -171,8 +171,8 @@ const ratio = (ours: Result | string, theirs: Result | string): string =>
 const perf = findPerfAnalyzer();
 const server = await Server.start({ modelRepository: join(root, 'test/models'), modelControlMode: 'explicit', log: { info: false } });
 await server.loadModel('identity_fp32');
-const frontends = await serveKServe(server, { http: { port: 0, engine: 'node' }, grpc: { port: 0 } });
-const nativeHttp = await serveKServe(server, { http: { port: 0, engine: 'native' } });
+const frontends = await serveKServe(server, { http: { port: 0, engine: 'node' }, grpc: { port: 0, engine: 'node' } });
+const natives = await serveKServe(server, { http: { port: 0, engine: 'native' }, grpc: { port: 0, engine: 'native' } });
 const binary = process.env.TRITONSERVER_BINARY;
 const triton = binary === undefined ? undefined : await startTritonserver(binary, server.library.path);
 console.log(`library: ${server.library.path} (C API ${server.library.major}.${server.library.minor}); perf_analyzer: ${perf}`);
@@ -187,8 +187,8 @@ try {
     for (const concurrency of concurrencies) {
       const baseline = await inProcess(server, size, concurrency);
       for (const protocol of protocols) {
-        const port = { http: frontends.http?.port, 'http-native': nativeHttp.http?.port, grpc: frontends.grpc?.port }[protocol];
-        const wire = protocol === 'grpc' ? 'grpc' : 'http';
+        const port = { http: frontends.http?.port, 'http-native': natives.http?.port, grpc: frontends.grpc?.port, 'grpc-native': natives.grpc?.port }[protocol];
+        const wire = protocol.startsWith('grpc') ? 'grpc' : 'http';
         const ours = await cell(() => perfAnalyzer(perf, wire, `127.0.0.1:${port}`, size, concurrency));
         let row = `| ${protocol} | [1,${size}] | ${concurrency} | ${show(ours)} | ${show(baseline)} | ${ratio(ours, baseline)}`;
         if (triton !== undefined) {
@@ -202,6 +202,6 @@ try {
 } finally {
   triton?.child.kill('SIGTERM');
   await frontends.close();
-  await nativeHttp.close();
+  await natives.close();
   await server.stop();
 }

@@ -229,11 +229,13 @@ export interface NativeAddon extends NativeObservability {
   ) => NativeHttpFrontend;
 }
 
-/** What the native HTTP front end tells JS: bytes for Node's parser, a client gone, the loop ended. */
+/** What the native front end tells JS: bytes for Node's parser, a client gone, the loop ended. */
 export const NATIVE_HTTP_EVENT = { data: 0, close: 1, closed: 2 } as const;
 export type NativeHttpEvent = (typeof NATIVE_HTTP_EVENT)[keyof typeof NATIVE_HTTP_EVENT];
 
 export interface NativeHttpOptions {
+  /** `grpc`: the listener speaks gRPC (HTTP/2) and hands JS one HTTP/2 connection per client connection. */
+  protocol: 'http' | 'grpc';
   host: string;
   port: number;
   maxBodyBytes: number;
@@ -252,7 +254,7 @@ export interface NativeHttpFrontend {
   /** Requests answered natively so far (the rest went to JS). */
   readonly answered: number;
   write(connection: number, bytes: Uint8Array): void;
-  /** JS finished answering the request it was handed. */
+  /** JS finished answering the request it was handed (HTTP/1.1). */
   done(connection: number): void;
   /** Close once what was written went out. */
   end(connection: number): void;

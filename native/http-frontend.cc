@@ -27,7 +27,9 @@
 #include <vector>
 
 #include "errors.h"
+#include "grpc-wire.h"
 #include "http-wire.h"
+#include "nghttp2-api.h"
 #include "inference.h"
 #include "output-memory.h"
 #include "server.h"
@@ -61,6 +63,7 @@ struct Bytes {
 
 struct Frontend;
 struct Pending;
+struct GrpcConn;
 
 // Triton responses held here count in liveObjects() until deleted.
 void DeleteResponse(const TritonApi& api, TRITONSERVER_InferenceResponse* response) {
@@ -82,6 +85,9 @@ struct Conn {
   bool reading = true;         // false while a busy connection has a request's worth buffered
   bool ending = false;         // closing once its writes went out
   Pending* in_flight = nullptr;
+  std::unique_ptr<GrpcConn> grpc;  // a gRPC connection's HTTP/2 sessions and streams
+  uint64_t node_id = 0;            // the connection's id toward JS (for gRPC, its current virtual one)
+  bool flush_queued = false;       // gRPC: frames to send once this wake's answers are in
   uint64_t last_active_ms = 0;
   uint64_t request_started_ms = 0;  // first byte of the request being read
   bool head_read = false;           // its head is in, its body is not yet
@@ -99,7 +105,8 @@ struct Pending {
 
   std::shared_ptr<Conn> conn;
   Frontend* frontend = nullptr;
-  Bytes bytes;  // the whole HTTP request: the inputs point into it
+  int32_t stream_id = 0;  // gRPC: the HTTP/2 stream it answers
+  Bytes bytes;  // the whole HTTP request or gRPC message: the inputs point into it
   std::string model;
   int64_t version = -1;
   TRITONSERVER_InferenceRequest* request = nullptr;
@@ -153,6 +160,67 @@ struct Settings {
   uint64_t headers_timeout_ms = 10000;
   uint64_t request_timeout_ms = 60000;
   bool fast_path = true;          // false: every request goes to JS (authorize, inferTimeoutMs)
+  bool grpc = false;              // the listener speaks gRPC (HTTP/2), not HTTP/1.1
+};
+
+using Header = std::pair<std::string, std::string>;
+
+// Bytes one side sent until the other takes them, read from the front.
+struct Queue {
+  std::string bytes;
+  size_t offset = 0;
+
+  size_t size() const { return bytes.size() - offset; }
+  void Append(const char* data, size_t count) {
+    if (offset == bytes.size()) {
+      bytes.clear();
+      offset = 0;
+    }
+    bytes.append(data, count);
+  }
+  size_t Take(uint8_t* out, size_t most) {
+    const size_t count = std::min(most, size());
+    if (count > 0) std::memcpy(out, bytes.data() + offset, count);
+    offset += count;
+    return count;
+  }
+};
+
+// One HTTP/2 stream (a gRPC call) of a client. A ModelInfer call the front
+// end can answer itself is buffered until its message is whole; every
+// other call is passed on, as it comes, to the JS front end over a second
+// HTTP/2 session (the connection's virtual socket), and its answer back.
+struct GrpcStream {
+  int32_t id = 0;
+  std::vector<Header> headers;  // the request's
+  bool decided = false;         // answered here, or passed on
+  bool proxied = false;
+  bool request_ended = false;
+  Bytes body;                   // while it may be answered here
+  Pending* pending = nullptr;   // inside Triton
+  int32_t inner_id = 0;         // its stream on the JS session, while open
+  Queue to_inner;               // request bytes for JS
+  Queue to_client;              // response bytes for the client
+  bool response_ended = false;  // no more DATA for the client
+  bool response_sent = false;   // its end went out
+  bool stop_client = false;     // JS reset the call after answering: so is the client's, once answered
+  std::vector<Header> trailers;
+  std::vector<Header> collecting;  // a HEADERS frame from JS, as it arrives
+};
+
+struct GrpcConn {
+#if defined(TSN_HAVE_NGHTTP2)
+  nghttp2_session* session = nullptr;  // with the client
+  nghttp2_session* inner = nullptr;    // with the JS front end, once a call needs it
+#endif
+  std::unordered_map<int32_t, std::unique_ptr<GrpcStream>> streams;
+  std::unordered_map<int32_t, GrpcStream*> by_inner;
+  bool goaway_sent = false;
+
+  GrpcStream* Find(int32_t id) {
+    auto found = streams.find(id);
+    return found == streams.end() ? nullptr : found->second.get();
+  }
 };
 
 const char* Reason(int status) {
@@ -186,6 +254,9 @@ struct Frontend {
 
   // Loop thread.
   std::unordered_map<uint64_t, std::shared_ptr<Conn>> conns;
+  // gRPC connections by the id of their current virtual socket toward JS.
+  std::unordered_map<uint64_t, std::shared_ptr<Conn>> node_links;
+  std::vector<std::shared_ptr<Conn>> to_flush;
   uint64_t next_conn = 1;
   size_t in_flight = 0;
   bool closing = false;
@@ -205,7 +276,10 @@ struct Frontend {
   void OnRead(Conn* conn, ssize_t nread);
   void Process(const std::shared_ptr<Conn>& conn);
   bool TryFast(const std::shared_ptr<Conn>& conn, const http::RequestHead& head, size_t total);
-  bool Submit(Pending* pending, const http::RequestHead& head);
+  bool SubmitHttp(Pending* pending, const http::RequestHead& head);
+  bool Submit(Pending* pending, const std::string& id, std::vector<http::FastInput>& inputs,
+              const std::vector<http::FastOutput>& outputs);
+  std::optional<Failure> TakeResult(Pending* pending, TRITONSERVER_InferenceResponse** response);
   void ToNode(Conn* conn, const char* data, size_t count);
   void CloseConn(Conn* conn);
   void Write(const std::shared_ptr<Conn>& conn, Outgoing* out);
@@ -219,6 +293,26 @@ struct Frontend {
   void Sweep();
   void BeginClose(bool force);
   void MaybeEndLoop();
+  Conn* Lookup(uint64_t id);
+#if defined(TSN_HAVE_NGHTTP2)
+  const Nghttp2Api* h2 = nullptr;
+  nghttp2_session_callbacks* client_callbacks = nullptr;  // the client's session (a server session)
+  nghttp2_session_callbacks* inner_callbacks = nullptr;   // the session with JS (a client session)
+  bool GrpcOpen(Conn* conn);
+  void GrpcRead(Conn* conn, ssize_t nread);
+  void GrpcFlush(Conn* conn);
+  void GrpcRequestHeaders(Conn* conn, GrpcStream* stream);
+  void GrpcRequestEnded(Conn* conn, GrpcStream* stream);
+  bool GrpcTryFast(Conn* conn, GrpcStream* stream);
+  void GrpcPassOn(Conn* conn, GrpcStream* stream);
+  bool GrpcInner(Conn* conn);
+  void GrpcDropInner(Conn* conn, bool tell_js);
+  void GrpcAnswer(Pending* pending);
+  void GrpcRespond(Conn* conn, GrpcStream* stream, std::vector<Header> headers, bool with_data);
+  void GrpcFail(Conn* conn, GrpcStream* stream, const Failure& failure);
+  void GrpcClose(Conn* conn);
+  void QueueFlush(Conn* conn);
+#endif
 };
 
 void Frontend::Emit(EventKind kind, uint64_t conn, std::string bytes) {
@@ -264,20 +358,48 @@ void Frontend::Accept() {
     return;
   }
   uv_tcp_nodelay(&conn->handle, 1);
+  conn->node_id = conn->id;
   conn->last_active_ms = uv_now(&loop);
   conns.emplace(conn->id, conn);
+#if defined(TSN_HAVE_NGHTTP2)
+  if (settings.grpc && !GrpcOpen(conn.get())) {
+    CloseConn(conn.get());
+    return;
+  }
+#endif
   uv_read_start(reinterpret_cast<uv_stream_t*>(&conn->handle), AllocateRead, OnReadDone);
+}
+
+// A connection by the id JS knows it by.
+Conn* Frontend::Lookup(uint64_t id) {
+  auto found = conns.find(id);
+  if (found != conns.end() && found->second->node_id == id) return found->second.get();
+  auto linked = node_links.find(id);
+  return linked == node_links.end() ? nullptr : linked->second.get();
 }
 
 void Frontend::CloseConn(Conn* conn) {
   if (conn->closing) return;
   conn->closing = true;
+  std::shared_ptr<Conn> held = conn->self;
   conns.erase(conn->id);
-  if (conn->node_attached) Emit(EventKind::kClose, conn->id, {});
   // A client gone mid-inference cancels its request, as with the JS front end.
   if (conn->in_flight != nullptr && conn->in_flight->request != nullptr &&
       api.InferenceRequestCancel != nullptr)
     TakeError(api, api.InferenceRequestCancel(conn->in_flight->request));
+#if defined(TSN_HAVE_NGHTTP2)
+  if (conn->grpc != nullptr) {
+    GrpcConn& grpc = *conn->grpc;
+    for (auto& [id, stream] : grpc.streams)
+      if (stream->pending != nullptr && stream->pending->request != nullptr && api.InferenceRequestCancel != nullptr)
+        TakeError(api, api.InferenceRequestCancel(stream->pending->request));
+    GrpcDropInner(conn, true);
+    grpc.streams.clear();
+    if (grpc.session != nullptr) h2->session_del(grpc.session);
+    grpc.session = nullptr;
+  }
+#endif
+  if (conn->node_attached) Emit(EventKind::kClose, conn->node_id, {});
   uv_close(reinterpret_cast<uv_handle_t*>(&conn->handle), [](uv_handle_t* handle) {
     auto* conn = static_cast<Conn*>(handle->data);
     Frontend* frontend = conn->frontend;
@@ -345,9 +467,16 @@ void Frontend::OnRead(Conn* conn, ssize_t nread) {
     CloseConn(conn);
     return;
   }
+  conn->last_active_ms = uv_now(&loop);
+#if defined(TSN_HAVE_NGHTTP2)
+  if (conn->grpc != nullptr) {
+    conn->in.size += static_cast<size_t>(nread);
+    GrpcRead(conn, static_cast<ssize_t>(conn->in.size));
+    return;
+  }
+#endif
   if (conn->in.size == 0) conn->request_started_ms = uv_now(&loop);
   conn->in.size += static_cast<size_t>(nread);
-  conn->last_active_ms = uv_now(&loop);
   Process(conn->self);
   // A client that keeps sending while its request is answered waits (as
   // with Node's server) once a whole request's worth is buffered.
@@ -491,8 +620,8 @@ bool Frontend::TryFast(const std::shared_ptr<Conn>& conn, const http::RequestHea
   }
   pending->frontend = this;
   pending->conn = conn;
-  if (Submit(pending.get(), head)) {
-    pending.release();  // Settle deletes it
+  if (SubmitHttp(pending.get(), head)) {
+    conn->in_flight = pending.release();  // Settle deletes it
     return true;
   }
   // Not a plain binary inference, or refused before it ran: the JS front
@@ -501,15 +630,20 @@ bool Frontend::TryFast(const std::shared_ptr<Conn>& conn, const http::RequestHea
   return true;
 }
 
-bool Frontend::Submit(Pending* pending, const http::RequestHead& head) {
+bool Frontend::SubmitHttp(Pending* pending, const http::RequestHead& head) {
   const char* body = pending->bytes.data.get() + head.head_bytes;
   // Without Inference-Header-Content-Length the body is all JSON (its
   // tensors then all in shared memory).
   const size_t json_size = head.infer_header_length.value_or(head.content_length);
   http::FastRequest fast;
-  if (!http::ReadFastRequest(body, json_size, body + json_size, head.content_length - json_size, &fast))
-    return false;
+  return http::ReadFastRequest(body, json_size, body + json_size, head.content_length - json_size, &fast) &&
+         Submit(pending, fast.id, fast.inputs, fast.outputs);
+}
 
+// Hands a request read off the wire to Triton. False when Triton does not
+// take it (nothing left inside Triton).
+bool Frontend::Submit(Pending* pending, const std::string& id, std::vector<http::FastInput>& inputs,
+                      const std::vector<http::FastOutput>& outputs) {
   TRITONSERVER_InferenceRequest* request = nullptr;
   {
     std::shared_lock<std::shared_mutex> lifetime(state->lifetime);
@@ -523,12 +657,12 @@ bool Frontend::Submit(Pending* pending, const http::RequestHead& head) {
     if (ok && TakeError(api, error)) ok = false;
     else if (error != nullptr) TakeError(api, error);
   };
-  if (!fast.id.empty()) step(api.InferenceRequestSetId(request, fast.id.c_str()));
+  if (!id.empty()) step(api.InferenceRequestSetId(request, id.c_str()));
   // A region that is not there, or a range past its end, is the JS front end's to report.
   auto acquire = [&](const http::FastSharedMemory& range, SharedMemorySpan* span) {
     if (ok && state->shared_memory.Acquire(range.region, range.offset, range.byte_size, span)) ok = false;
   };
-  for (http::FastInput& input : fast.inputs) {
+  for (http::FastInput& input : inputs) {
     if (!ok) break;
     if (input.shared_memory) {
       SharedMemorySpan span;
@@ -544,7 +678,7 @@ bool Frontend::Submit(Pending* pending, const http::RequestHead& head) {
       step(api.InferenceRequestAppendInputData(request, input.name.c_str(), input.data, input.size,
                                                TRITONSERVER_MEMORY_CPU, 0));
   }
-  for (const http::FastOutput& output : fast.outputs) {
+  for (const http::FastOutput& output : outputs) {
     if (!ok) break;
     if (output.shared_memory) {
       SharedMemorySpan span;
@@ -562,14 +696,12 @@ bool Frontend::Submit(Pending* pending, const http::RequestHead& head) {
       ok = false;
     } else {
       pending->request = request;
-      pending->conn->in_flight = pending;
       state->RequestEntered();
       ++in_flight;
       TRITONSERVER_Error* error = api.ServerInferAsync(state->server, request, nullptr);
       if (error == nullptr) return true;
       TakeError(api, error);
       pending->request = nullptr;
-      pending->conn->in_flight = nullptr;
       --in_flight;
       state->RequestLeft();
       ok = false;
@@ -587,9 +719,9 @@ void AppendNumber(std::string* out, double value) {
   out->append(text, result.ptr);
 }
 
-void Frontend::Answer(Pending* pending) {
+// The request's one response, or what went wrong with it.
+std::optional<Failure> Frontend::TakeResult(Pending* pending, TRITONSERVER_InferenceResponse** result) {
   answered.fetch_add(1, std::memory_order_relaxed);
-  const std::shared_ptr<Conn>& conn = pending->conn;
   std::optional<Failure> failure;
   TRITONSERVER_InferenceResponse* response = nullptr;
   int responses = 0;
@@ -608,8 +740,15 @@ void Frontend::Answer(Pending* pending) {
     failure = Failure{TRITONSERVER_ERROR_UNSUPPORTED,
                       "model '" + pending->model + "' sent " + std::to_string(responses) +
                           " responses to one request; use model.stream() for decoupled models"};
-  if (failure) {
-    if (response != nullptr) DeleteResponse(api, response);
+  if (failure && response != nullptr) DeleteResponse(api, response);
+  *result = failure ? nullptr : response;
+  return failure;
+}
+
+void Frontend::Answer(Pending* pending) {
+  const std::shared_ptr<Conn>& conn = pending->conn;
+  TRITONSERVER_InferenceResponse* response = nullptr;
+  if (auto failure = TakeResult(pending, &response)) {
     AnswerError(pending, *failure);
     return;
   }
@@ -736,6 +875,498 @@ void Frontend::AnswerError(Pending* pending, const Failure& failure) {
             close);
 }
 
+// ---- gRPC (HTTP/2, nghttp2) ------------------------------------------------------------
+
+#if defined(TSN_HAVE_NGHTTP2)
+
+constexpr char kModelInferPath[] = "/inference.GRPCInferenceService/ModelInfer";
+constexpr char kAcceptEncoding[] = "identity,deflate,gzip";  // as lib/kserve/grpc.ts says it
+// Flow-control windows as the JS front end opens them (gRPC's C++ server's size).
+constexpr int32_t kStreamWindowBytes = 16 * 1024 * 1024;
+constexpr int32_t kConnectionWindowBytes = 64 * 1024 * 1024;
+
+std::vector<nghttp2_nv> HeaderList(const std::vector<Header>& headers) {
+  std::vector<nghttp2_nv> list;
+  list.reserve(headers.size());
+  for (const Header& header : headers)
+    list.push_back({reinterpret_cast<uint8_t*>(const_cast<char*>(header.first.data())),
+                    reinterpret_cast<uint8_t*>(const_cast<char*>(header.second.data())), header.first.size(),
+                    header.second.size(), NGHTTP2_NV_FLAG_NONE});
+  return list;
+}
+
+Conn* ConnOf(void* user) { return static_cast<Conn*>(user); }
+
+// The client's session: its calls arrive.
+int OnClientBeginHeaders(nghttp2_session*, const nghttp2_frame* frame, void* user) {
+  if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+    auto stream = std::make_unique<GrpcStream>();
+    stream->id = frame->hd.stream_id;
+    ConnOf(user)->grpc->streams[stream->id] = std::move(stream);
+  }
+  return 0;
+}
+
+int OnClientHeader(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name, size_t name_size,
+                   const uint8_t* value, size_t value_size, uint8_t, void* user) {
+  GrpcStream* stream = ConnOf(user)->grpc->Find(frame->hd.stream_id);
+  // A client's trailers (no gRPC client sends any) are not passed on.
+  if (stream != nullptr && !stream->decided)
+    stream->headers.emplace_back(std::string(reinterpret_cast<const char*>(name), name_size),
+                                 std::string(reinterpret_cast<const char*>(value), value_size));
+  return 0;
+}
+
+int OnClientFrame(nghttp2_session*, const nghttp2_frame* frame, void* user) {
+  Conn* conn = ConnOf(user);
+  GrpcStream* stream = conn->grpc->Find(frame->hd.stream_id);
+  if (stream == nullptr) return 0;
+  if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST)
+    conn->frontend->GrpcRequestHeaders(conn, stream);
+  if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
+      (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0)
+    conn->frontend->GrpcRequestEnded(conn, stream);
+  return 0;
+}
+
+int OnClientData(nghttp2_session*, uint8_t, int32_t id, const uint8_t* data, size_t size, void* user) {
+  Conn* conn = ConnOf(user);
+  GrpcStream* stream = conn->grpc->Find(id);
+  if (stream == nullptr) return 0;
+  Frontend* frontend = conn->frontend;
+  const char* bytes = reinterpret_cast<const char*>(data);
+  if (!stream->decided && stream->body.size + size > frontend->settings.max_body_bytes + 5)
+    frontend->GrpcPassOn(conn, stream);  // too large for here: the JS front end says so
+  if (!stream->decided) {
+    stream->body.Reserve(size);
+    std::memcpy(stream->body.data.get() + stream->body.size, bytes, size);
+    stream->body.size += size;
+  } else if (stream->proxied && stream->inner_id > 0) {
+    stream->to_inner.Append(bytes, size);
+    frontend->h2->session_resume_data(conn->grpc->inner, stream->inner_id);
+  }
+  return 0;
+}
+
+int OnClientStreamClose(nghttp2_session*, int32_t id, uint32_t, void* user) {
+  Conn* conn = ConnOf(user);
+  GrpcConn& grpc = *conn->grpc;
+  GrpcStream* stream = grpc.Find(id);
+  if (stream == nullptr) return 0;
+  Frontend* frontend = conn->frontend;
+  // A call the client cancelled cancels its Triton request, or its JS call.
+  if (stream->pending != nullptr && stream->pending->request != nullptr &&
+      frontend->api.InferenceRequestCancel != nullptr)
+    TakeError(frontend->api, frontend->api.InferenceRequestCancel(stream->pending->request));
+  if (stream->inner_id > 0 && grpc.inner != nullptr) {
+    frontend->h2->submit_rst_stream(grpc.inner, NGHTTP2_FLAG_NONE, stream->inner_id, NGHTTP2_CANCEL);
+    grpc.by_inner.erase(stream->inner_id);
+  }
+  grpc.streams.erase(id);
+  frontend->QueueFlush(conn);  // a GOAWAY'd connection may be done now
+  return 0;
+}
+
+// The response's DATA for the client, and its trailers after them.
+ssize_t ReadForClient(nghttp2_session* session, int32_t id, uint8_t* buf, size_t size, uint32_t* flags,
+                      nghttp2_data_source*, void* user) {
+  Conn* conn = ConnOf(user);
+  GrpcStream* stream = conn->grpc->Find(id);
+  if (stream == nullptr) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  const size_t count = stream->to_client.Take(buf, size);
+  if (stream->to_client.size() > 0) return static_cast<ssize_t>(count);
+  if (!stream->response_ended) return count > 0 ? static_cast<ssize_t>(count) : static_cast<ssize_t>(NGHTTP2_ERR_DEFERRED);
+  *flags |= NGHTTP2_DATA_FLAG_EOF;
+  if (!stream->trailers.empty()) {
+    *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+    const std::vector<nghttp2_nv> list = HeaderList(stream->trailers);
+    conn->frontend->h2->submit_trailer(session, id, list.data(), list.size());
+  }
+  return static_cast<ssize_t>(count);
+}
+
+// The session with JS: the answers of the calls passed on.
+GrpcStream* InnerStream(void* user, int32_t inner_id) {
+  auto& by_inner = ConnOf(user)->grpc->by_inner;
+  auto found = by_inner.find(inner_id);
+  return found == by_inner.end() ? nullptr : found->second;
+}
+
+int OnInnerBeginHeaders(nghttp2_session*, const nghttp2_frame* frame, void* user) {
+  if (GrpcStream* stream = InnerStream(user, frame->hd.stream_id)) stream->collecting.clear();
+  return 0;
+}
+
+int OnInnerHeader(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name, size_t name_size,
+                  const uint8_t* value, size_t value_size, uint8_t, void* user) {
+  if (GrpcStream* stream = InnerStream(user, frame->hd.stream_id))
+    stream->collecting.emplace_back(std::string(reinterpret_cast<const char*>(name), name_size),
+                                    std::string(reinterpret_cast<const char*>(value), value_size));
+  return 0;
+}
+
+int OnInnerFrame(nghttp2_session*, const nghttp2_frame* frame, void* user) {
+  Conn* conn = ConnOf(user);
+  GrpcStream* stream = InnerStream(user, frame->hd.stream_id);
+  if (stream == nullptr) return 0;
+  Frontend* frontend = conn->frontend;
+  const bool ended = (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
+  if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_RESPONSE) {
+    if (ended) stream->response_ended = true;
+    // Trailers-only (a status and nothing else) has no DATA to follow.
+    frontend->GrpcRespond(conn, stream, std::move(stream->collecting), !ended);
+  } else if (frame->hd.type == NGHTTP2_HEADERS) {
+    stream->trailers = std::move(stream->collecting);
+    stream->response_ended = true;
+    frontend->h2->session_resume_data(conn->grpc->session, stream->id);
+  } else if (frame->hd.type == NGHTTP2_DATA && ended) {
+    stream->response_ended = true;
+    frontend->h2->session_resume_data(conn->grpc->session, stream->id);
+  }
+  return 0;
+}
+
+int OnInnerData(nghttp2_session*, uint8_t, int32_t inner_id, const uint8_t* data, size_t size, void* user) {
+  Conn* conn = ConnOf(user);
+  GrpcStream* stream = InnerStream(user, inner_id);
+  if (stream == nullptr) return 0;
+  stream->to_client.Append(reinterpret_cast<const char*>(data), size);
+  conn->frontend->h2->session_resume_data(conn->grpc->session, stream->id);
+  return 0;
+}
+
+int OnInnerStreamClose(nghttp2_session*, int32_t inner_id, uint32_t error_code, void* user) {
+  Conn* conn = ConnOf(user);
+  GrpcStream* stream = InnerStream(user, inner_id);
+  if (stream == nullptr) return 0;
+  conn->grpc->by_inner.erase(inner_id);
+  stream->inner_id = 0;
+  // JS reset a call it had not finished answering: so is the client's.
+  // After its answer, a reset tells a client still sending to stop (as
+  // gRPC servers do): sent once the answer is out.
+  const Nghttp2Api& h2 = *conn->frontend->h2;
+  if (!stream->response_ended)
+    h2.submit_rst_stream(conn->grpc->session, NGHTTP2_FLAG_NONE, stream->id,
+                         error_code == NGHTTP2_NO_ERROR ? uint32_t{NGHTTP2_INTERNAL_ERROR} : error_code);
+  else if (!stream->request_ended && stream->response_sent)
+    h2.submit_rst_stream(conn->grpc->session, NGHTTP2_FLAG_NONE, stream->id, NGHTTP2_NO_ERROR);
+  else if (!stream->request_ended)
+    stream->stop_client = true;
+  return 0;
+}
+
+int OnClientFrameSent(nghttp2_session* session, const nghttp2_frame* frame, void* user) {
+  if ((frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) ||
+      (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) == 0)
+    return 0;
+  Conn* conn = ConnOf(user);
+  GrpcStream* stream = conn->grpc->Find(frame->hd.stream_id);
+  if (stream == nullptr) return 0;
+  stream->response_sent = true;
+  if (stream->stop_client && !stream->request_ended)
+    conn->frontend->h2->submit_rst_stream(session, NGHTTP2_FLAG_NONE, stream->id, NGHTTP2_NO_ERROR);
+  return 0;
+}
+
+// The request's bytes for JS, as the client sends them.
+ssize_t ReadForInner(nghttp2_session*, int32_t inner_id, uint8_t* buf, size_t size, uint32_t* flags,
+                     nghttp2_data_source*, void* user) {
+  GrpcStream* stream = InnerStream(user, inner_id);
+  if (stream == nullptr) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  const size_t count = stream->to_inner.Take(buf, size);
+  if (stream->to_inner.size() > 0) return static_cast<ssize_t>(count);
+  if (!stream->request_ended) return count > 0 ? static_cast<ssize_t>(count) : static_cast<ssize_t>(NGHTTP2_ERR_DEFERRED);
+  *flags |= NGHTTP2_DATA_FLAG_EOF;
+  return static_cast<ssize_t>(count);
+}
+
+nghttp2_session_callbacks* MakeCallbacks(const Nghttp2Api& h2, bool client_side) {
+  nghttp2_session_callbacks* callbacks = nullptr;
+  if (h2.session_callbacks_new(&callbacks) != 0) return nullptr;
+  if (client_side) {
+    h2.session_callbacks_set_on_begin_headers_callback(callbacks, OnClientBeginHeaders);
+    h2.session_callbacks_set_on_header_callback(callbacks, OnClientHeader);
+    h2.session_callbacks_set_on_frame_recv_callback(callbacks, OnClientFrame);
+    h2.session_callbacks_set_on_data_chunk_recv_callback(callbacks, OnClientData);
+    h2.session_callbacks_set_on_stream_close_callback(callbacks, OnClientStreamClose);
+    h2.session_callbacks_set_on_frame_send_callback(callbacks, OnClientFrameSent);
+  } else {
+    h2.session_callbacks_set_on_begin_headers_callback(callbacks, OnInnerBeginHeaders);
+    h2.session_callbacks_set_on_header_callback(callbacks, OnInnerHeader);
+    h2.session_callbacks_set_on_frame_recv_callback(callbacks, OnInnerFrame);
+    h2.session_callbacks_set_on_data_chunk_recv_callback(callbacks, OnInnerData);
+    h2.session_callbacks_set_on_stream_close_callback(callbacks, OnInnerStreamClose);
+  }
+  return callbacks;
+}
+
+bool Frontend::GrpcOpen(Conn* conn) {
+  conn->grpc = std::make_unique<GrpcConn>();
+  if (h2->session_server_new(&conn->grpc->session, client_callbacks, conn) != 0) return false;
+  const nghttp2_settings_entry entries[] = {{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, kStreamWindowBytes}};
+  h2->submit_settings(conn->grpc->session, NGHTTP2_FLAG_NONE, entries, 1);
+  h2->session_set_local_window_size(conn->grpc->session, NGHTTP2_FLAG_NONE, 0, kConnectionWindowBytes);
+  GrpcFlush(conn);
+  return true;
+}
+
+void Frontend::GrpcRead(Conn* conn, ssize_t nread) {
+  const ssize_t used = h2->session_mem_recv(conn->grpc->session, reinterpret_cast<const uint8_t*>(conn->in.data.get()),
+                                            static_cast<size_t>(nread));
+  conn->in.size = 0;
+  if (used < 0) {
+    CloseConn(conn);  // not HTTP/2: nghttp2 has queued its GOAWAY, which no one reads
+    return;
+  }
+  GrpcFlush(conn);
+}
+
+void Frontend::QueueFlush(Conn* conn) {
+  if (conn->flush_queued) return;
+  conn->flush_queued = true;
+  to_flush.push_back(conn->self);
+}
+
+// Sends what both sessions have for the other side: frames for the client
+// (one write), bytes for the JS front end (one event).
+void Frontend::GrpcFlush(Conn* conn) {
+  conn->flush_queued = false;
+  if (conn->closing) return;
+  GrpcConn& grpc = *conn->grpc;
+  std::string out;
+  for (;;) {
+    const uint8_t* data = nullptr;
+    const ssize_t size = h2->session_mem_send(grpc.session, &data);
+    if (size < 0) {
+      CloseConn(conn);
+      return;
+    }
+    if (size == 0) break;
+    out.append(reinterpret_cast<const char*>(data), static_cast<size_t>(size));
+  }
+  if (!out.empty()) WriteText(conn->self, std::move(out), false);
+  if (grpc.inner != nullptr) {
+    std::string to_js;
+    for (;;) {
+      const uint8_t* data = nullptr;
+      const ssize_t size = h2->session_mem_send(grpc.inner, &data);
+      if (size <= 0) break;
+      to_js.append(reinterpret_cast<const char*>(data), static_cast<size_t>(size));
+    }
+    if (!to_js.empty()) Emit(EventKind::kData, conn->node_id, std::move(to_js));
+  }
+  // Done after a GOAWAY (either side's) once no call is open.
+  if (grpc.streams.empty() &&
+      (grpc.goaway_sent || (!h2->session_want_read(grpc.session) && !h2->session_want_write(grpc.session))))
+    EndAfterWrites(conn->self);
+}
+
+// Answered here only when nothing in its headers asks for what the JS
+// front end does (a deadline, compression); else passed on at once.
+void Frontend::GrpcRequestHeaders(Conn* conn, GrpcStream* stream) {
+  bool fast = settings.fast_path && !fast_stopped.load(std::memory_order_relaxed) && !closing;
+  bool post = false, infer = false, grpc_type = false;
+  for (const Header& header : stream->headers) {
+    if (header.first == ":method") post = header.second == "POST";
+    else if (header.first == ":path") infer = header.second == kModelInferPath;
+    else if (header.first == "content-type")
+      grpc_type = header.second == "application/grpc" || header.second == "application/grpc+proto";
+    else if (header.first == "grpc-timeout") fast = false;
+    else if (header.first == "grpc-encoding") fast = fast && header.second == "identity";
+  }
+  if (!(fast && post && infer && grpc_type)) GrpcPassOn(conn, stream);
+}
+
+void Frontend::GrpcRequestEnded(Conn* conn, GrpcStream* stream) {
+  stream->request_ended = true;
+  if (stream->proxied) {
+    if (stream->inner_id > 0) h2->session_resume_data(conn->grpc->inner, stream->inner_id);
+  } else if (!stream->decided && !GrpcTryFast(conn, stream)) {
+    GrpcPassOn(conn, stream);
+  }
+}
+
+// A ModelInfer call whose one message this front end reads goes to Triton.
+bool Frontend::GrpcTryFast(Conn* conn, GrpcStream* stream) {
+  Bytes& body = stream->body;
+  if (body.size < 5 || body.data[0] != 0) return false;
+  const auto* prefix = reinterpret_cast<const uint8_t*>(body.data.get());
+  const size_t length = (size_t{prefix[1]} << 24) | (size_t{prefix[2]} << 16) | (size_t{prefix[3]} << 8) | prefix[4];
+  if (length != body.size - 5) return false;
+  grpc::InferRequest request;
+  if (!grpc::ReadInferRequest(body.data.get() + 5, length, &request)) return false;
+  auto pending = std::make_unique<Pending>();
+  pending->frontend = this;
+  pending->conn = conn->self;
+  pending->stream_id = stream->id;
+  pending->model = request.model;
+  pending->version = request.version;
+  pending->bytes = std::move(body);  // the inputs point into it, wherever it lives
+  body = Bytes{};
+  if (!Submit(pending.get(), request.id, request.inputs, request.outputs)) {
+    body = std::move(pending->bytes);
+    return false;
+  }
+  stream->decided = true;
+  stream->pending = pending.release();  // Settle deletes it
+  return true;
+}
+
+// Sends the call on to the JS front end, with what it already sent.
+void Frontend::GrpcPassOn(Conn* conn, GrpcStream* stream) {
+  stream->decided = true;
+  stream->proxied = true;
+  GrpcConn& grpc = *conn->grpc;
+  if (!GrpcInner(conn)) {
+    h2->submit_rst_stream(grpc.session, NGHTTP2_FLAG_NONE, stream->id, NGHTTP2_INTERNAL_ERROR);
+    return;
+  }
+  if (stream->body.size > 0) stream->to_inner.Append(stream->body.data.get(), stream->body.size);
+  stream->body = Bytes{};
+  const std::vector<nghttp2_nv> list = HeaderList(stream->headers);
+  nghttp2_data_provider provider{};
+  provider.read_callback = ReadForInner;
+  const int32_t inner_id = h2->submit_request(grpc.inner, nullptr, list.data(), list.size(), &provider, nullptr);
+  if (inner_id < 0) {
+    h2->submit_rst_stream(grpc.session, NGHTTP2_FLAG_NONE, stream->id, NGHTTP2_REFUSED_STREAM);
+    return;
+  }
+  stream->inner_id = inner_id;
+  grpc.by_inner[inner_id] = stream;
+}
+
+// The connection's HTTP/2 session with the JS front end, over a virtual
+// socket of its own (a new one after JS closed the last).
+bool Frontend::GrpcInner(Conn* conn) {
+  GrpcConn& grpc = *conn->grpc;
+  if (grpc.inner != nullptr) return true;
+  if (h2->session_client_new(&grpc.inner, inner_callbacks, conn) != 0) {
+    grpc.inner = nullptr;
+    return false;
+  }
+  const nghttp2_settings_entry entries[] = {{NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+                                            {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, kStreamWindowBytes}};
+  h2->submit_settings(grpc.inner, NGHTTP2_FLAG_NONE, entries, 2);
+  h2->session_set_local_window_size(grpc.inner, NGHTTP2_FLAG_NONE, 0, kConnectionWindowBytes);
+  conn->node_id = next_conn++;
+  conn->node_attached = true;
+  node_links[conn->node_id] = conn->self;
+  return true;
+}
+
+// JS closed (or will not read) the connection's session: the calls still
+// passed on to it are reset.
+void Frontend::GrpcDropInner(Conn* conn, bool tell_js) {
+  GrpcConn& grpc = *conn->grpc;
+  if (grpc.inner == nullptr) return;
+  for (auto& [inner_id, stream] : grpc.by_inner) {
+    stream->inner_id = 0;
+    if (!stream->response_ended)
+      h2->submit_rst_stream(grpc.session, NGHTTP2_FLAG_NONE, stream->id, NGHTTP2_REFUSED_STREAM);
+  }
+  grpc.by_inner.clear();
+  h2->session_del(grpc.inner);
+  grpc.inner = nullptr;
+  node_links.erase(conn->node_id);
+  if (tell_js && conn->node_attached) Emit(EventKind::kClose, conn->node_id, {});
+  conn->node_attached = false;
+}
+
+void Frontend::GrpcRespond(Conn* conn, GrpcStream* stream, std::vector<Header> headers, bool with_data) {
+  const std::vector<nghttp2_nv> list = HeaderList(headers);
+  nghttp2_data_provider provider{};
+  provider.read_callback = ReadForClient;
+  h2->submit_response(conn->grpc->session, stream->id, list.data(), list.size(), with_data ? &provider : nullptr);
+}
+
+// An error as the JS front end sends it: the status alone (trailers-only).
+void Frontend::GrpcFail(Conn* conn, GrpcStream* stream, const Failure& failure) {
+  std::vector<Header> headers{{":status", "200"},
+                              {"content-type", "application/grpc"},
+                              {"grpc-accept-encoding", kAcceptEncoding},
+                              {"grpc-status", std::to_string(grpc::GrpcStatus(failure.code))}};
+  if (!failure.message.empty()) headers.emplace_back("grpc-message", grpc::PercentEncode(failure.message));
+  stream->response_ended = true;
+  GrpcRespond(conn, stream, std::move(headers), false);
+}
+
+void Frontend::GrpcAnswer(Pending* pending) {
+  Conn* conn = pending->conn.get();
+  TRITONSERVER_InferenceResponse* response = nullptr;
+  std::optional<Failure> failure = TakeResult(pending, &response);
+  GrpcStream* stream = conn->grpc->Find(pending->stream_id);
+  if (stream != nullptr) stream->pending = nullptr;
+  if (stream == nullptr || conn->closing) {  // the client cancelled it, or went
+    if (response != nullptr) DeleteResponse(api, response);
+    return;
+  }
+  QueueFlush(conn);
+  if (failure) {
+    GrpcFail(conn, stream, *failure);
+    return;
+  }
+  const char* id = nullptr;
+  if (TakeError(api, api.InferenceResponseId(response, &id)) || id == nullptr) id = "";
+  const char* model_name = nullptr;
+  int64_t model_version = 0;
+  TakeError(api, api.InferenceResponseModel(response, &model_name, &model_version));
+  std::vector<grpc::ResponseParameter> parameters;
+  uint32_t parameter_count = 0;
+  TakeError(api, api.InferenceResponseParameterCount(response, &parameter_count));
+  for (uint32_t i = 0; i < parameter_count; ++i) {
+    const char* name = nullptr;
+    TRITONSERVER_ParameterType type = TRITONSERVER_PARAMETER_STRING;
+    const void* value = nullptr;
+    if (!TakeError(api, api.InferenceResponseParameter(response, i, &name, &type, &value)) && name != nullptr &&
+        value != nullptr && type != TRITONSERVER_PARAMETER_BYTES)
+      parameters.push_back({name, type, value});
+  }
+  std::vector<grpc::ResponseOutput> outputs;
+  uint32_t output_count = 0;
+  TakeError(api, api.InferenceResponseOutputCount(response, &output_count));
+  for (uint32_t i = 0; i < output_count; ++i) {
+    const char* name = nullptr;
+    TRITONSERVER_DataType datatype = TRITONSERVER_TYPE_INVALID;
+    const int64_t* shape = nullptr;
+    uint64_t dims = 0;
+    const void* base = nullptr;
+    size_t size = 0;
+    TRITONSERVER_MemoryType memory = TRITONSERVER_MEMORY_CPU;
+    int64_t memory_id = 0;
+    void* userp = nullptr;
+    if (auto error = TakeError(api, api.InferenceResponseOutput(response, i, &name, &datatype, &shape, &dims, &base,
+                                                                  &size, &memory, &memory_id, &userp))) {
+      DeleteResponse(api, response);
+      GrpcFail(conn, stream, *error);
+      return;
+    }
+    const char* type_name = http::DataTypeName(datatype);
+    outputs.push_back({name != nullptr ? name : "", type_name != nullptr ? type_name : "INVALID", shape,
+                       static_cast<size_t>(dims), base, size});
+  }
+  stream->to_client.bytes = grpc::EncodeInferResponse(model_name != nullptr ? model_name : pending->model,
+                                                      model_version, id, parameters, outputs);
+  DeleteResponse(api, response);
+  stream->response_ended = true;
+  stream->trailers = {{"grpc-status", "0"}};
+  GrpcRespond(conn, stream,
+              {{":status", "200"}, {"content-type", "application/grpc"}, {"grpc-accept-encoding", kAcceptEncoding}},
+              true);
+}
+
+// Closing: no new calls (GOAWAY); the connection ends once its calls are answered.
+void Frontend::GrpcClose(Conn* conn) {
+  GrpcConn& grpc = *conn->grpc;
+  if (!grpc.goaway_sent) {
+    grpc.goaway_sent = true;
+    h2->submit_goaway(grpc.session, NGHTTP2_FLAG_NONE, h2->session_get_last_proc_stream_id(grpc.session),
+                      NGHTTP2_NO_ERROR, nullptr, 0);
+  }
+  GrpcFlush(conn);
+}
+
+#endif  // TSN_HAVE_NGHTTP2
+
 // Triton is done with a request once its final response came and it released it.
 void Frontend::Settle(Pending* pending) {
   if (!pending->answered || !pending->released) return;
@@ -783,6 +1414,13 @@ void Frontend::OnWake() {
       pending->answered = true;
       std::shared_ptr<Conn> conn = pending->conn;
       if (conn->in_flight == pending) conn->in_flight = nullptr;
+#if defined(TSN_HAVE_NGHTTP2)
+      if (conn->grpc != nullptr) {
+        GrpcAnswer(pending);
+        Settle(pending);
+        continue;
+      }
+#endif
       if (!conn->closing) {
         Answer(pending);
         RequestDone(conn);
@@ -795,9 +1433,23 @@ void Frontend::OnWake() {
     Settle(pending);
   }
   for (Command& command : commands_now) {
-    auto found = conns.find(command.conn);
-    if (found == conns.end()) continue;
-    std::shared_ptr<Conn> conn = found->second;
+    Conn* found = Lookup(command.conn);
+    if (found == nullptr) continue;
+    std::shared_ptr<Conn> conn = found->self;
+#if defined(TSN_HAVE_NGHTTP2)
+    if (conn->grpc != nullptr) {
+      // JS's side of the connection's session with it.
+      GrpcConn& grpc = *conn->grpc;
+      if (command.kind == CommandKind::kWrite && grpc.inner != nullptr &&
+          h2->session_mem_recv(grpc.inner, reinterpret_cast<const uint8_t*>(command.bytes.data()),
+                               command.bytes.size()) < 0)
+        GrpcDropInner(conn.get(), true);
+      else if (command.kind == CommandKind::kEnd || command.kind == CommandKind::kDestroy)
+        GrpcDropInner(conn.get(), command.kind == CommandKind::kEnd);
+      QueueFlush(conn.get());
+      continue;
+    }
+#endif
     switch (command.kind) {
       case CommandKind::kWrite: WriteText(conn, std::move(command.bytes), false); break;
       case CommandKind::kDone: RequestDone(conn); break;
@@ -806,6 +1458,12 @@ void Frontend::OnWake() {
     }
   }
   if (close_now || (force && closing)) BeginClose(force);
+#if defined(TSN_HAVE_NGHTTP2)
+  std::vector<std::shared_ptr<Conn>> flushing;
+  flushing.swap(to_flush);
+  for (const auto& conn : flushing)
+    if (conn->flush_queued) GrpcFlush(conn.get());
+#endif
 }
 
 // Idle keep-alive connections, heads and requests that take too long to
@@ -817,7 +1475,7 @@ void Frontend::Sweep() {
   std::vector<std::shared_ptr<Conn>> idle;
   std::vector<std::shared_ptr<Conn>> slow;
   for (auto& [id, conn] : conns) {
-    if (conn->busy || conn->to_node) continue;
+    if (conn->busy || conn->to_node || conn->grpc != nullptr) continue;
     const uint64_t quiet = now - conn->last_active_ms;
     const uint64_t reading = now - conn->request_started_ms;
     if (conn->in.size == 0) {
@@ -836,9 +1494,15 @@ void Frontend::BeginClose(bool force) {
   closing = true;
   fast_stopped = true;
   std::vector<std::shared_ptr<Conn>> idle;
-  for (auto& [id, conn] : conns)
-    if (force || (!conn->busy && !conn->to_node)) idle.push_back(conn);
+  std::vector<std::shared_ptr<Conn>> calls_open;
+  for (auto& [id, conn] : conns) {
+    if (force || (!conn->busy && !conn->to_node && conn->grpc == nullptr)) idle.push_back(conn);
+    else if (conn->grpc != nullptr) calls_open.push_back(conn);
+  }
   for (auto& conn : idle) CloseConn(conn.get());
+#if defined(TSN_HAVE_NGHTTP2)
+  for (auto& conn : calls_open) GrpcClose(conn.get());
+#endif
   MaybeEndLoop();
 }
 
@@ -891,19 +1555,38 @@ class HttpFrontendWrap : public Napi::ObjectWrap<HttpFrontendWrap> {
     settings.headers_timeout_ms = static_cast<uint64_t>(number("headersTimeoutMs", 10000));
     settings.request_timeout_ms = static_cast<uint64_t>(number("requestTimeoutMs", 60000));
     settings.fast_path = options.Get("fastPath").ToBoolean().Value();
+    settings.grpc = options.Get("protocol").ToString().Utf8Value() == "grpc";
     const std::string host = options.Get("host").ToString().Utf8Value();
     const int port = static_cast<int>(number("port", 0));
 
     frontend_ = std::make_unique<Frontend>(server->StateForFrontEnd(), settings);
     Frontend& f = *frontend_;
     const TritonApi& api = f.api;
-    if (auto failure = TakeError(api, api.ResponseAllocatorNew(&f.allocator, AllocateOutput, ReleaseOutput, nullptr)))
+    if (settings.grpc) {
+#if defined(TSN_HAVE_NGHTTP2)
+      f.h2 = Nghttp2();
+      if (f.h2 != nullptr) {
+        f.client_callbacks = MakeCallbacks(*f.h2, true);
+        f.inner_callbacks = MakeCallbacks(*f.h2, false);
+      }
+      if (f.client_callbacks == nullptr || f.inner_callbacks == nullptr) {
+        DeleteCallbacks();
+        throw ToJsError(env, TRITONSERVER_ERROR_UNSUPPORTED, "the native gRPC engine needs nghttp2, which this process lacks");
+      }
+#else
+      throw ToJsError(env, TRITONSERVER_ERROR_UNSUPPORTED, "this addon was built without the native gRPC engine (no nghttp2 header)");
+#endif
+    }
+    if (auto failure = TakeError(api, api.ResponseAllocatorNew(&f.allocator, AllocateOutput, ReleaseOutput, nullptr))) {
+      DeleteCallbacks();
       throw ToJsError(env, *failure);
+    }
 
     sockaddr_storage address{};
     if (uv_ip4_addr(host.c_str(), port, reinterpret_cast<sockaddr_in*>(&address)) != 0 &&
         uv_ip6_addr(host.c_str(), port, reinterpret_cast<sockaddr_in6*>(&address)) != 0) {
       DeleteAllocator();
+      DeleteCallbacks();
       throw ToJsError(env, TRITONSERVER_ERROR_INVALID_ARG, "host '" + host + "' is not an IP address");
     }
     uv_loop_init(&f.loop);
@@ -919,6 +1602,7 @@ class HttpFrontendWrap : public Napi::ObjectWrap<HttpFrontendWrap> {
       uv_run(&f.loop, UV_RUN_DEFAULT);
       uv_loop_close(&f.loop);
       DeleteAllocator();
+      DeleteCallbacks();
       Napi::Error error = Napi::Error::New(env, std::string("listen ") + uv_err_name(rc) + ": " + uv_strerror(rc) +
                                                     " " + host + ":" + std::to_string(port));
       error.Set("code", uv_err_name(rc));
@@ -1021,6 +1705,16 @@ class HttpFrontendWrap : public Napi::ObjectWrap<HttpFrontendWrap> {
     if (frontend_->thread.joinable()) frontend_->thread.join();
     joined_ = true;
     DeleteAllocator();
+    DeleteCallbacks();
+  }
+
+  void DeleteCallbacks() {
+#if defined(TSN_HAVE_NGHTTP2)
+    Frontend& f = *frontend_;
+    if (f.client_callbacks != nullptr) f.h2->session_callbacks_del(f.client_callbacks);
+    if (f.inner_callbacks != nullptr) f.h2->session_callbacks_del(f.inner_callbacks);
+    f.client_callbacks = f.inner_callbacks = nullptr;
+#endif
   }
 
   void DeleteAllocator() {

@@ -460,6 +460,16 @@ bool ReadFastRequest(const char* json, size_t json_size, const char* binary,
   return true;
 }
 
+bool DataTypeFromName(std::string_view name, TRITONSERVER_DataType* datatype, size_t* element_size) {
+  for (const TypeInfo& info : kTypes) {
+    if (name != info.name) continue;
+    *datatype = info.type;
+    *element_size = info.size;
+    return true;
+  }
+  return false;
+}
+
 const char* DataTypeName(TRITONSERVER_DataType datatype) {
   for (const TypeInfo& info : kTypes)
     if (info.type == datatype) return info.name;

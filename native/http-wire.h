@@ -81,6 +81,10 @@ struct FastRequest {
 bool ReadFastRequest(const char* json, size_t json_size, const char* binary,
                      size_t binary_size, FastRequest* request);
 
+// The Triton data type of a KServe name ("FP32") and its element size (0 for
+// BYTES); false for an unknown name.
+bool DataTypeFromName(std::string_view name, TRITONSERVER_DataType* datatype, size_t* element_size);
+
 // The KServe name of a Triton data type ("FP32"), or null for INVALID.
 const char* DataTypeName(TRITONSERVER_DataType datatype);
 

@@ -42,6 +42,7 @@ import {
 import type { ResolvedProtocolOptions } from './options.js';
 import { classify } from '../classification.js';
 import { loadInferenceMessages, type MessageCodec } from './proto.js';
+import { openNativeListener, type NativeListener, type NativeListenerSettings } from './native-http.js';
 import { bigintsAsStrings, Tracker, tritonErrorCode } from './shared.js';
 import type { SharedMemoryInput } from '../shared-memory.js';
 import {
@@ -80,8 +81,16 @@ export interface GrpcFrontend {
   host: string;
   /** The port bound (useful with port 0). */
   port: number;
-  /** Requests being handled now. */
+  /** Requests being handled now (by JS). */
   readonly inFlight: number;
+  /**
+   * Who reads the connections (the `engine` option). With `native`, `server`
+   * is the HTTP/2 server that answers the calls the addon passes on: it does
+   * not listen itself.
+   */
+  engine: 'node' | 'native';
+  /** ModelInfer calls the native engine answered without JS so far (0 with `node`). */
+  readonly answeredNatively: number;
   /** Refuses new calls (UNAVAILABLE), lets those in flight finish, then closes every connection. */
   close(): Promise<void>;
 }
@@ -93,6 +102,7 @@ export interface GrpcListenOptions {
   credentials?: unknown;
   maxReceiveMessageBytes?: number | undefined;
   responseCompression: 'none' | 'gzip' | 'deflate';
+  engine?: 'node' | 'native' | undefined;
 }
 
 /** `InferParameter` as proto-loader gives it (oneofs: true): the admin methods' parameters. */
@@ -821,6 +831,42 @@ export async function startGrpc(
     );
   });
 
+  const closeCalls = async (): Promise<void> => {
+    await tracker.drain();
+    for (const endStream of [...streams]) endStream();
+    const closed = new Promise<void>((resolve) => h2.close(() => resolve()));
+    // GOAWAY: streams open now finish, new ones go elsewhere.
+    for (const session of sessions) session.close();
+    await closed;
+  };
+
+  const native = await listenNativeGrpc(server, h2, listen, {
+    protocol: 'grpc',
+    host: listen.host,
+    port: listen.port,
+    maxBodyBytes: limit,
+    // What JS must see or time itself (authorize, a time cap, compressed answers) goes to it.
+    fastPath: options.authorize === undefined && options.inferTimeoutMs === undefined && listen.responseCompression === 'none',
+  });
+  if (native !== undefined) {
+    return {
+      server: h2,
+      host: native.host,
+      port: native.port,
+      engine: 'native',
+      get answeredNatively() {
+        return native.answeredNatively;
+      },
+      get inFlight() {
+        return tracker.count;
+      },
+      close: async () => {
+        native.drain();
+        await closeCalls();
+        await native.close();
+      },
+    };
+  }
   const port = await new Promise<number>((resolve, reject) => {
     h2.once('error', reject);
     h2.listen(listen.port, listen.host, () => {
@@ -832,18 +878,40 @@ export async function startGrpc(
     server: h2,
     host: listen.host,
     port,
+    engine: 'node',
+    answeredNatively: 0,
     get inFlight() {
       return tracker.count;
     },
-    close: async () => {
-      await tracker.drain();
-      for (const endStream of [...streams]) endStream();
-      const closed = new Promise<void>((resolve) => h2.close(() => resolve()));
-      // GOAWAY: streams open now finish, new ones go elsewhere.
-      for (const session of sessions) session.close();
-      await closed;
-    },
+    close: closeCalls,
   };
+}
+
+/**
+ * The native engine's listener, whose virtual connections the JS server
+ * serves; undefined for the `node` engine (asked for, or the default where
+ * there is TLS or the addon has no nghttp2).
+ */
+async function listenNativeGrpc(
+  server: Server,
+  h2: http2.Http2Server | http2.Http2SecureServer,
+  listen: GrpcListenOptions,
+  settings: Pick<NativeListenerSettings, 'protocol' | 'host' | 'port' | 'maxBodyBytes' | 'fastPath'>,
+): Promise<NativeListener | undefined> {
+  const secure = listen.tls !== undefined || (listen.credentials !== undefined && credentialsAsTls(listen.credentials) !== undefined);
+  if (listen.engine === 'native' && secure) {
+    throw new TritonError('INVALID_ARG', "the native gRPC engine does not serve TLS (use engine: 'node' with secure credentials)");
+  }
+  if (listen.engine === 'node' || secure) return undefined;
+  try {
+    // Timeouts are Node's HTTP/1.1 ones: the addon keeps none for gRPC, as the JS server.
+    return await openNativeListener(server, { ...settings, headersTimeoutMs: 0, requestTimeoutMs: 0, keepAliveTimeoutMs: 0 }, (socket) =>
+      h2.emit('connection', socket),
+    );
+  } catch (error) {
+    if (listen.engine === undefined && tritonErrorCode(error) === 'UNSUPPORTED') return undefined;
+    throw error;
+  }
 }
 
 /** Reads a ModelInferRequest, malformed bytes as INVALID_ARG. */

@@ -1,9 +1,12 @@
 /**
- * The native HTTP/1.1 engine of serveKServe: the addon listens on a thread of
- * its own and answers plain binary inference requests with Triton's C API,
+ * The native engines of serveKServe: the addon listens on a thread of its
+ * own and answers plain binary inference requests with Triton's C API,
  * never entering JS (native/http-frontend.cc). Every other request reaches
- * the same `node:http` server and KServe handler as with the `node` engine,
- * through a virtual socket per connection, so both engines answer them alike.
+ * the same JS server and handler as with the `node` engine, through a
+ * virtual socket per connection, so both engines answer them alike: for
+ * HTTP/1.1 the connection's bytes from where the addon stopped reading, for
+ * gRPC an HTTP/2 connection of the addon's own that carries the calls it
+ * passes on.
  */
 import { lookup } from 'node:dns/promises';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
@@ -14,7 +17,7 @@ import { nativeServerOf, type Server } from '../server.js';
 import type { KServeHandler } from './http.js';
 
 /** Node's side of one connection the addon accepted. */
-class NativeSocket extends Duplex {
+export class NativeSocket extends Duplex {
   /** The addon closed it (the client went): nothing to tell it back. */
   #closedNatively = false;
   #timer: NodeJS.Timeout | undefined;
@@ -80,9 +83,11 @@ class NativeSocket extends Duplex {
   }
 }
 
-export interface NativeHttpSettings {
+export interface NativeListenerSettings {
+  protocol: 'http' | 'grpc';
   host: string;
   port: number;
+  /** The largest request body (HTTP) or message (gRPC) the addon reads itself. */
   maxBodyBytes: number;
   headersTimeoutMs: number;
   requestTimeoutMs: number;
@@ -94,34 +99,25 @@ export interface NativeHttpSettings {
   fastPath: boolean;
 }
 
-export interface NativeHttpListener {
-  /** The `node:http` server that answers what the addon hands to JS (it does not listen itself). */
-  server: HttpServer;
+export interface NativeListener {
   /** The address and port bound. */
   host: string;
   port: number;
   /** Requests the addon answered itself so far. */
   readonly answeredNatively: number;
-  /** Stops listening, closes every connection once its request is answered, and resolves when the addon's thread ended. */
+  /** New inference requests go to JS from now on (which refuses them while it closes). */
+  drain(): void;
+  /** Stops listening, closes every connection once its requests are answered, and resolves when the addon's thread ended. */
   close(): Promise<void>;
 }
 
-export async function listenNative(triton: Server, handler: KServeHandler, settings: NativeHttpSettings): Promise<NativeHttpListener> {
+/** Starts the addon's listener; `onConnection` gets the virtual socket of each connection it hands to JS. */
+export async function openNativeListener(
+  triton: Server,
+  settings: NativeListenerSettings,
+  onConnection: (socket: NativeSocket) => void,
+): Promise<NativeListener> {
   const host = isIP(settings.host) !== 0 ? settings.host : (await lookup(settings.host)).address;
-  const server = createHttpServer(
-    {
-      headersTimeout: settings.headersTimeoutMs,
-      requestTimeout: settings.requestTimeoutMs,
-      keepAliveTimeout: settings.keepAliveTimeoutMs,
-      connectionsCheckingInterval: Math.min(1000, settings.headersTimeoutMs),
-    },
-    (req, res) => {
-      const socket = req.socket as unknown as NativeSocket;
-      // The addon reads the connection's next request once this one is answered.
-      res.once('close', () => socket.frontend.done(socket.connection));
-      handler(req, res);
-    },
-  );
   const sockets = new Map<number, NativeSocket>();
   let closed: () => void = () => {};
   const ended = new Promise<void>((resolve) => {
@@ -143,13 +139,14 @@ export async function listenNative(triton: Server, handler: KServeHandler, setti
       socket = new NativeSocket(frontend, connection);
       sockets.set(connection, socket);
       socket.once('close', () => sockets.delete(connection));
-      server.emit('connection', socket);
+      onConnection(socket);
     }
     socket.received(bytes as Buffer);
   };
   const frontend = new native.NativeHttpFrontend(
     nativeServerOf(triton),
     {
+      protocol: settings.protocol,
       host,
       port: settings.port,
       maxBodyBytes: settings.maxBodyBytes,
@@ -161,18 +158,62 @@ export async function listenNative(triton: Server, handler: KServeHandler, setti
     onEvent,
   );
   return {
-    server,
     host: frontend.address,
     port: frontend.port,
     get answeredNatively() {
       return frontend.answered;
     },
+    drain: () => frontend.drain(),
     close: async () => {
-      frontend.drain();
-      await handler.drain();
       frontend.close();
-      server.closeAllConnections();
       await ended;
+    },
+  };
+}
+
+export interface NativeHttpListener {
+  /** The `node:http` server that answers what the addon hands to JS (it does not listen itself). */
+  server: HttpServer;
+  host: string;
+  port: number;
+  readonly answeredNatively: number;
+  close(): Promise<void>;
+}
+
+/** The native HTTP/1.1 engine: the addon's listener, and a `node:http` server for what it hands on. */
+export async function listenNative(
+  triton: Server,
+  handler: KServeHandler,
+  settings: Omit<NativeListenerSettings, 'protocol'>,
+): Promise<NativeHttpListener> {
+  const server = createHttpServer(
+    {
+      headersTimeout: settings.headersTimeoutMs,
+      requestTimeout: settings.requestTimeoutMs,
+      keepAliveTimeout: settings.keepAliveTimeoutMs,
+      connectionsCheckingInterval: Math.min(1000, settings.headersTimeoutMs),
+    },
+    (req, res) => {
+      const socket = req.socket as unknown as NativeSocket;
+      // The addon reads the connection's next request once this one is answered.
+      res.once('close', () => socket.frontend.done(socket.connection));
+      handler(req, res);
+    },
+  );
+  const listener = await openNativeListener(triton, { ...settings, protocol: 'http' }, (socket) => server.emit('connection', socket));
+  return {
+    server,
+    host: listener.host,
+    port: listener.port,
+    get answeredNatively() {
+      return listener.answeredNatively;
+    },
+    close: async () => {
+      listener.drain();
+      await handler.drain();
+      const closed = listener.close();
+      server.closeAllConnections();
+      await closed;
     },
   };
 }

@@ -112,7 +112,20 @@ export const kserveGrpcListenSchema = z.strictObject({
   responseCompression: z.enum(['none', 'gzip', 'deflate']).default('none'),
   /** Largest message received, in bytes (default: `maxBodyBytes`). */
   maxReceiveMessageBytes: z.number().int().positive().optional(),
-});
+  /**
+   * Who reads the connections: `native` (the addon, on a thread of its own,
+   * speaks HTTP/2 with nghttp2, answers plain ModelInfer calls (raw tensors)
+   * with Triton's C API and passes every other call on to the JS server) or
+   * `node` (`node:http2`, every call through JS). Default: `native` where
+   * the addon has it and there is no TLS, else `node`. Both answer every
+   * method alike; see docs/kserve.md.
+   */
+  engine: z.enum(['node', 'native']).optional(),
+})
+  .refine((grpc) => grpc.engine !== 'native' || grpc.tls === undefined, {
+    message: "the native gRPC engine does not serve TLS (use engine: 'node' with tls)",
+    path: ['engine'],
+  });
 
 export const kserveMetricsListenSchema = z.strictObject(listenSchema);
 
