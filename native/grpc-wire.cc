@@ -123,6 +123,29 @@ bool ReadOutput(std::string_view message, http::FastOutput* output) {
   return !output->name.empty();
 }
 
+// A request parameter the fast path may ignore: triton_enable_empty_final_response
+// as a bool, which only streams read (the JS front end drops it for ModelInfer;
+// NVIDIA's clients send it with every call).
+bool IgnorableParameter(std::string_view entry) {
+  Reader reader(entry.data(), entry.size());
+  std::string_view key;
+  std::string_view value;
+  while (!reader.Done()) {
+    uint32_t field = 0;
+    int type = 0;
+    if (!reader.Key(&field, &type) || type != kLength) return false;
+    if (field == 1 && reader.Length(&key)) continue;
+    if (field == 2 && reader.Length(&value)) continue;
+    return false;
+  }
+  if (key != "triton_enable_empty_final_response") return false;
+  Reader parameter(value.data(), value.size());
+  uint32_t field = 0;
+  int type = 0;
+  uint64_t flag = 0;
+  return parameter.Key(&field, &type) && field == 1 && type == kVarint && parameter.Varint(&flag) && parameter.Done();
+}
+
 size_t VarintSize(uint64_t value) {
   size_t size = 1;
   while (value >= 0x80) {
@@ -200,6 +223,9 @@ bool ReadInferRequest(const char* message, size_t size, InferRequest* request) {
         if (!ReadVersion(value, &request->version)) return false;
         break;
       case 3: request->id.assign(value); break;
+      case 4:
+        if (!IgnorableParameter(value)) return false;
+        break;
       case 5: {
         if (raw_count > 0) return false;  // inputs after contents: not what clients send
         http::FastInput input;
@@ -226,7 +252,7 @@ bool ReadInferRequest(const char* message, size_t size, InferRequest* request) {
         input.size = value.size();
         break;
       }
-      default: return false;  // parameters (4), anything unknown
+      default: return false;  // anything unknown
     }
   }
   return !request->model.empty() && !request->inputs.empty() && raw_count == request->inputs.size();

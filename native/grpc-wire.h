@@ -24,9 +24,9 @@ struct InferRequest {
 };
 
 // Reads a ModelInferRequest whose inputs all come as raw_input_contents of
-// the size their shape says, with no parameters (on the request, its
-// inputs or its outputs) and no typed contents. False for anything else,
-// malformed bytes included.
+// the size their shape says, with no parameters (on its inputs or outputs,
+// nor on the request but a bool triton_enable_empty_final_response) and no
+// typed contents. False for anything else, malformed bytes included.
 bool ReadInferRequest(const char* message, size_t size, InferRequest* request);
 
 struct ResponseParameter {

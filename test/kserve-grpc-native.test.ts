@@ -77,6 +77,8 @@ describe('native gRPC engine', () => {
           inputs: [{ name: 'INPUT0', datatype: 'INT64', shape: [1, 2], bytes: Buffer.from(new BigInt64Array([-1n, 9007199254740993n]).buffer) }],
           outputs: [{ name: 'OUTPUT0', parameters: {} }],
         }),
+        // As NVIDIA's clients send every call: triton_enable_empty_final_response, which only streams read.
+        inferMessage({ model_name: 'identity_fp32', id: '7021', parameters: { triton_enable_empty_final_response: true }, inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 2], bytes: f32Bytes([4, 5]) }], outputs: [{ name: 'OUTPUT0', parameters: undefined }] }),
         inferMessage({ model_name: 'identity_bool', inputs: [{ name: 'INPUT0', datatype: 'BOOL', shape: [1, 2], bytes: Buffer.from([1, 0]) }] }),
         inferMessage({ model_name: 'identity_fp16', inputs: [{ name: 'INPUT0', datatype: 'FP16', shape: [1, 1], bytes: Buffer.from([0x00, 0x3c]) }] }),
         inferMessage({ model_name: 'identity_fp32', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 16384], bytes: f32Bytes(Array.from({ length: 16384 }, (_, i) => i)) }] }),
@@ -125,6 +127,7 @@ describe('native gRPC engine', () => {
         [inferMessage({ model_name: 'identity_fp32', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 4], bytes: Buffer.alloc(12) }] }), {}],
         // BYTES, request parameters.
         [inferMessage({ model_name: 'identity_bytes', inputs: [{ name: 'INPUT0', datatype: 'BYTES', shape: [1, 1], bytes: Buffer.from([1, 0, 0, 0, 0x61]) }] }), {}],
+        [inferMessage({ model_name: 'identity_fp32', parameters: { triton_enable_empty_final_response: 'yes' }, inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 1], bytes: f32Bytes([7]) }] }), {}],
         [inferMessage({ model_name: 'identity_fp32', parameters: { priority: 1 }, inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 1], bytes: f32Bytes([7]) }] }), {}],
         // Malformed protobuf.
         [Buffer.from([0x0a, 0xff, 0xff]), {}],
