@@ -200,6 +200,8 @@ struct GrpcStream {
   Pending* pending = nullptr;   // inside Triton
   int32_t inner_id = 0;         // its stream on the JS session, while open
   Queue to_inner;               // request bytes for JS
+  size_t consumed_ahead = 0;    // of them, bytes already given back to the client's stream window
+  bool refused = false;         // reset for buffering past the connection's budget
   Queue to_client;              // response bytes for the client
   bool response_ended = false;  // no more DATA for the client
   bool response_sent = false;   // its end went out
@@ -215,6 +217,7 @@ struct GrpcConn {
 #endif
   std::unordered_map<int32_t, std::unique_ptr<GrpcStream>> streams;
   std::unordered_map<int32_t, GrpcStream*> by_inner;
+  size_t buffered = 0;  // request bytes held here (bodies being read, bytes waiting for JS)
   bool goaway_sent = false;
 
   GrpcStream* Find(int32_t id) {
@@ -298,6 +301,7 @@ struct Frontend {
   const Nghttp2Api* h2 = nullptr;
   nghttp2_session_callbacks* client_callbacks = nullptr;  // the client's session (a server session)
   nghttp2_session_callbacks* inner_callbacks = nullptr;   // the session with JS (a client session)
+  nghttp2_option* client_options = nullptr;               // flow control by hand (OnClientData)
   bool GrpcOpen(Conn* conn);
   void GrpcRead(Conn* conn, ssize_t nread);
   void GrpcFlush(Conn* conn);
@@ -929,21 +933,40 @@ int OnClientFrame(nghttp2_session*, const nghttp2_frame* frame, void* user) {
   return 0;
 }
 
-int OnClientData(nghttp2_session*, uint8_t, int32_t id, const uint8_t* data, size_t size, void* user) {
+// Flow control: the connection's window reopens at once; a stream's once
+// its bytes are used (handed to Triton or read by JS), so a call JS reads
+// slowly holds its client back, as with Node's server. What a connection
+// holds is capped as Node's maxSessionMemory caps it.
+int OnClientData(nghttp2_session* session, uint8_t, int32_t id, const uint8_t* data, size_t size, void* user) {
   Conn* conn = ConnOf(user);
-  GrpcStream* stream = conn->grpc->Find(id);
-  if (stream == nullptr) return 0;
   Frontend* frontend = conn->frontend;
+  const Nghttp2Api& h2 = *frontend->h2;
+  GrpcConn& grpc = *conn->grpc;
+  h2.session_consume_connection(session, size);
+  GrpcStream* stream = grpc.Find(id);
+  if (stream == nullptr || stream->refused) return 0;
+  const size_t limit = frontend->settings.max_body_bytes;
+  if (grpc.buffered + size > std::max<size_t>(size_t{64} << 20, 4 * limit)) {
+    stream->refused = true;
+    h2.submit_rst_stream(session, NGHTTP2_FLAG_NONE, id, NGHTTP2_ENHANCE_YOUR_CALM);
+    return 0;
+  }
   const char* bytes = reinterpret_cast<const char*>(data);
-  if (!stream->decided && stream->body.size + size > frontend->settings.max_body_bytes + 5)
+  if (!stream->decided && stream->body.size + size > limit + 5)
     frontend->GrpcPassOn(conn, stream);  // too large for here: the JS front end says so
   if (!stream->decided) {
+    // The whole message is needed before anything is done with it.
     stream->body.Reserve(size);
     std::memcpy(stream->body.data.get() + stream->body.size, bytes, size);
     stream->body.size += size;
+    grpc.buffered += size;
+    h2.session_consume_stream(session, id, size);
   } else if (stream->proxied && stream->inner_id > 0) {
     stream->to_inner.Append(bytes, size);
-    frontend->h2->session_resume_data(conn->grpc->inner, stream->inner_id);
+    grpc.buffered += size;
+    h2.session_resume_data(grpc.inner, stream->inner_id);
+  } else {
+    h2.session_consume_stream(session, id, size);  // no one reads it any more
   }
   return 0;
 }
@@ -962,8 +985,8 @@ int OnClientStreamClose(nghttp2_session*, int32_t id, uint32_t, void* user) {
     frontend->h2->submit_rst_stream(grpc.inner, NGHTTP2_FLAG_NONE, stream->inner_id, NGHTTP2_CANCEL);
     grpc.by_inner.erase(stream->inner_id);
   }
-  grpc.streams.erase(id);
-  frontend->QueueFlush(conn);  // a GOAWAY'd connection may be done now
+  grpc.buffered -= stream->body.size + stream->to_inner.size();
+  grpc.streams.erase(id);  // a connection closing is done once none is left (GrpcFlush, after this)
   return 0;
 }
 
@@ -1073,7 +1096,13 @@ ssize_t ReadForInner(nghttp2_session*, int32_t inner_id, uint8_t* buf, size_t si
                      nghttp2_data_source*, void* user) {
   GrpcStream* stream = InnerStream(user, inner_id);
   if (stream == nullptr) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  Conn* conn = ConnOf(user);
   const size_t count = stream->to_inner.Take(buf, size);
+  // JS has these bytes: the client may send as many more.
+  const size_t ahead = std::min(count, stream->consumed_ahead);
+  stream->consumed_ahead -= ahead;
+  if (count > ahead) conn->frontend->h2->session_consume_stream(conn->grpc->session, stream->id, count - ahead);
+  conn->grpc->buffered -= count;
   if (stream->to_inner.size() > 0) return static_cast<ssize_t>(count);
   if (!stream->request_ended) return count > 0 ? static_cast<ssize_t>(count) : static_cast<ssize_t>(NGHTTP2_ERR_DEFERRED);
   *flags |= NGHTTP2_DATA_FLAG_EOF;
@@ -1102,7 +1131,7 @@ nghttp2_session_callbacks* MakeCallbacks(const Nghttp2Api& h2, bool client_side)
 
 bool Frontend::GrpcOpen(Conn* conn) {
   conn->grpc = std::make_unique<GrpcConn>();
-  if (h2->session_server_new(&conn->grpc->session, client_callbacks, conn) != 0) return false;
+  if (h2->session_server_new2(&conn->grpc->session, client_callbacks, conn, client_options) != 0) return false;
   const nghttp2_settings_entry entries[] = {{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, kStreamWindowBytes}};
   h2->submit_settings(conn->grpc->session, NGHTTP2_FLAG_NONE, entries, 1);
   h2->session_set_local_window_size(conn->grpc->session, NGHTTP2_FLAG_NONE, 0, kConnectionWindowBytes);
@@ -1208,6 +1237,7 @@ bool Frontend::GrpcTryFast(Conn* conn, GrpcStream* stream) {
     return false;
   }
   stream->decided = true;
+  conn->grpc->buffered -= pending->bytes.size;
   stream->pending = pending.release();  // Settle deletes it
   return true;
 }
@@ -1222,6 +1252,7 @@ void Frontend::GrpcPassOn(Conn* conn, GrpcStream* stream) {
     return;
   }
   if (stream->body.size > 0) stream->to_inner.Append(stream->body.data.get(), stream->body.size);
+  stream->consumed_ahead = stream->body.size;  // read whole before it was passed on
   stream->body = Bytes{};
   const std::vector<nghttp2_nv> list = HeaderList(stream->headers);
   nghttp2_data_provider provider{};
@@ -1568,8 +1599,9 @@ class HttpFrontendWrap : public Napi::ObjectWrap<HttpFrontendWrap> {
       if (f.h2 != nullptr) {
         f.client_callbacks = MakeCallbacks(*f.h2, true);
         f.inner_callbacks = MakeCallbacks(*f.h2, false);
+        if (f.h2->option_new(&f.client_options) == 0) f.h2->option_set_no_auto_window_update(f.client_options, 1);
       }
-      if (f.client_callbacks == nullptr || f.inner_callbacks == nullptr) {
+      if (f.client_callbacks == nullptr || f.inner_callbacks == nullptr || f.client_options == nullptr) {
         DeleteCallbacks();
         throw ToJsError(env, TRITONSERVER_ERROR_UNSUPPORTED, "the native gRPC engine needs nghttp2, which this process lacks");
       }
@@ -1713,7 +1745,9 @@ class HttpFrontendWrap : public Napi::ObjectWrap<HttpFrontendWrap> {
     Frontend& f = *frontend_;
     if (f.client_callbacks != nullptr) f.h2->session_callbacks_del(f.client_callbacks);
     if (f.inner_callbacks != nullptr) f.h2->session_callbacks_del(f.inner_callbacks);
+    if (f.client_options != nullptr) f.h2->option_del(f.client_options);
     f.client_callbacks = f.inner_callbacks = nullptr;
+    f.client_options = nullptr;
 #endif
   }
 

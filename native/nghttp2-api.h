@@ -25,12 +25,17 @@ namespace tsn {
   X(session_callbacks_set_on_data_chunk_recv_callback)  \
   X(session_callbacks_set_on_stream_close_callback)     \
   X(session_callbacks_set_on_frame_send_callback)       \
-  X(session_server_new)                                 \
+  X(option_new)                                         \
+  X(option_del)                                         \
+  X(option_set_no_auto_window_update)                   \
+  X(session_server_new2)                                \
   X(session_client_new)                                 \
   X(session_del)                                        \
   X(session_mem_recv)                                   \
   X(session_mem_send)                                   \
   X(session_resume_data)                                \
+  X(session_consume_connection)                         \
+  X(session_consume_stream)                             \
   X(session_set_local_window_size)                      \
   X(session_get_last_proc_stream_id)                    \
   X(session_want_read)                                  \

@@ -160,6 +160,20 @@ describe('native gRPC engine', () => {
     }
   });
 
+  it('is the default without TLS, and refuses TLS it would not serve', async () => {
+    const { server } = suiteState();
+    const plain = await serveKServe(server, { grpc: { port: 0 } });
+    try {
+      expect(plain.grpc?.engine).toBe('native');
+    } finally {
+      await plain.close();
+    }
+    await expect(serveKServe(server, { grpc: { port: 0, engine: 'native', tls: {} } })).rejects.toMatchObject({
+      code: 'INVALID_ARG',
+      message: expect.stringContaining('the native gRPC engine does not serve TLS'),
+    });
+  });
+
   it('cancels its Triton request when the client resets the call', async () => {
     const { frontends } = suiteState();
     const session = http2.connect(`http://127.0.0.1:${frontends.grpc?.port}`);
