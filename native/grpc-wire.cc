@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 namespace tsn::grpc {
 
@@ -64,12 +65,72 @@ bool ReadVersion(std::string_view text, int64_t* version) {
   return true;
 }
 
+// One entry of a map<string, InferParameter>: its key, and its value's
+// field (1 bool, 2 int64, 3 string, 5 uint64) with what it holds.
+struct Parameter {
+  std::string_view key;
+  uint32_t field = 0;
+  uint64_t number = 0;
+  std::string_view text;
+};
+
+bool ReadParameter(std::string_view entry, Parameter* parameter) {
+  Reader reader(entry.data(), entry.size());
+  std::string_view value;
+  while (!reader.Done()) {
+    uint32_t field = 0;
+    int type = 0;
+    if (!reader.Key(&field, &type) || type != kLength) return false;
+    if (field == 1 && reader.Length(&parameter->key)) continue;
+    if (field == 2 && reader.Length(&value)) continue;
+    return false;
+  }
+  Reader inner(value.data(), value.size());
+  int type = 0;
+  if (!inner.Key(&parameter->field, &type)) return false;
+  const bool ok = parameter->field == 3 ? type == kLength && inner.Length(&parameter->text)
+                                        : (parameter->field == 1 || parameter->field == 2 || parameter->field == 5) &&
+                                              type == kVarint && inner.Varint(&parameter->number);
+  return ok && inner.Done();
+}
+
+// A tensor's shared memory parameters, as the JS front end takes them: the
+// region as string_param, byte size and offset as int64_param. False for
+// any other parameter (the JS front end reads those).
+bool ReadSharedMemory(std::string_view entry, std::optional<http::FastSharedMemory>* range, bool* sized) {
+  Parameter parameter;
+  if (!ReadParameter(entry, &parameter)) return false;
+  if (!*range) *range = http::FastSharedMemory{};
+  const bool whole = parameter.field == 2 && parameter.number <= (uint64_t{1} << 53);
+  if (parameter.key == "shared_memory_region" && parameter.field == 3 && !parameter.text.empty()) {
+    (*range)->region.assign(parameter.text);
+  } else if (parameter.key == "shared_memory_byte_size" && whole) {
+    (*range)->byte_size = parameter.number;
+    *sized = true;
+  } else if (parameter.key == "shared_memory_offset" && whole) {
+    (*range)->offset = parameter.number;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// A request parameter the fast path may ignore: triton_enable_empty_final_response
+// as a bool, which only streams read (the JS front end drops it for ModelInfer;
+// NVIDIA's clients send it with every call).
+bool IgnorableParameter(std::string_view entry) {
+  Parameter parameter;
+  return ReadParameter(entry, &parameter) && parameter.key == "triton_enable_empty_final_response" &&
+         parameter.field == 1;
+}
+
 // An InferInputTensor with a name, a known non-BYTES datatype and a shape;
 // its size in bytes from the shape.
 bool ReadInput(std::string_view message, http::FastInput* input, uint64_t* bytes) {
   Reader reader(message.data(), message.size());
   std::string_view datatype;
   bool has_shape = false;
+  bool sized = false;
   while (!reader.Done()) {
     uint32_t field = 0;
     int type = 0;
@@ -94,8 +155,10 @@ bool ReadInput(std::string_view message, http::FastInput* input, uint64_t* bytes
       if (!reader.Varint(&dim) || dim > (uint64_t{1} << 40)) return false;
       input->shape.push_back(static_cast<int64_t>(dim));
       has_shape = true;
+    } else if (field == 4 && type == kLength) {
+      if (!reader.Length(&value) || !ReadSharedMemory(value, &input->shared_memory, &sized)) return false;
     } else {
-      return false;  // parameters, contents, anything unknown
+      return false;  // contents, anything unknown
     }
   }
   size_t element_size = 0;
@@ -108,42 +171,23 @@ bool ReadInput(std::string_view message, http::FastInput* input, uint64_t* bytes
     if (elements > (uint64_t{1} << 48)) return false;
   }
   *bytes = elements * element_size;
-  return true;
+  // In a region: all of it named, and exactly the tensor's size (else the JS front end says what is wrong).
+  return !input->shared_memory ||
+         (!input->shared_memory->region.empty() && sized && input->shared_memory->byte_size == *bytes);
 }
 
 bool ReadOutput(std::string_view message, http::FastOutput* output) {
   Reader reader(message.data(), message.size());
+  bool sized = false;
   while (!reader.Done()) {
     uint32_t field = 0;
     int type = 0;
     std::string_view value;
-    if (!reader.Key(&field, &type) || field != 1 || type != kLength || !reader.Length(&value)) return false;
-    output->name.assign(value);
+    if (!reader.Key(&field, &type) || type != kLength || !reader.Length(&value)) return false;
+    if (field == 1) output->name.assign(value);
+    else if (field != 2 || !ReadSharedMemory(value, &output->shared_memory, &sized)) return false;
   }
-  return !output->name.empty();
-}
-
-// A request parameter the fast path may ignore: triton_enable_empty_final_response
-// as a bool, which only streams read (the JS front end drops it for ModelInfer;
-// NVIDIA's clients send it with every call).
-bool IgnorableParameter(std::string_view entry) {
-  Reader reader(entry.data(), entry.size());
-  std::string_view key;
-  std::string_view value;
-  while (!reader.Done()) {
-    uint32_t field = 0;
-    int type = 0;
-    if (!reader.Key(&field, &type) || type != kLength) return false;
-    if (field == 1 && reader.Length(&key)) continue;
-    if (field == 2 && reader.Length(&value)) continue;
-    return false;
-  }
-  if (key != "triton_enable_empty_final_response") return false;
-  Reader parameter(value.data(), value.size());
-  uint32_t field = 0;
-  int type = 0;
-  uint64_t flag = 0;
-  return parameter.Key(&field, &type) && field == 1 && type == kVarint && parameter.Varint(&flag) && parameter.Done();
+  return !output->name.empty() && (!output->shared_memory || (!output->shared_memory->region.empty() && sized));
 }
 
 size_t VarintSize(uint64_t value) {
@@ -211,6 +255,7 @@ std::string EncodeParameter(const ResponseParameter& parameter) {
 bool ReadInferRequest(const char* message, size_t size, InferRequest* request) {
   Reader reader(message, size);
   std::vector<uint64_t> expected;  // each input's size
+  std::vector<size_t> raw_inputs;  // the inputs raw_input_contents are for: those not in shared memory, in order
   size_t raw_count = 0;
   while (!reader.Done()) {
     uint32_t field = 0;
@@ -233,6 +278,7 @@ bool ReadInferRequest(const char* message, size_t size, InferRequest* request) {
         if (!ReadInput(value, &input, &bytes)) return false;
         for (const http::FastInput& seen : request->inputs)
           if (seen.name == input.name) return false;
+        if (!input.shared_memory) raw_inputs.push_back(request->inputs.size());
         request->inputs.push_back(std::move(input));
         expected.push_back(bytes);
         break;
@@ -246,8 +292,8 @@ bool ReadInferRequest(const char* message, size_t size, InferRequest* request) {
         break;
       }
       case 7: {
-        if (raw_count >= request->inputs.size() || value.size() != expected[raw_count]) return false;
-        http::FastInput& input = request->inputs[raw_count++];
+        if (raw_count >= raw_inputs.size() || value.size() != expected[raw_inputs[raw_count]]) return false;
+        http::FastInput& input = request->inputs[raw_inputs[raw_count++]];
         input.data = value.data();
         input.size = value.size();
         break;
@@ -255,7 +301,7 @@ bool ReadInferRequest(const char* message, size_t size, InferRequest* request) {
       default: return false;  // anything unknown
     }
   }
-  return !request->model.empty() && !request->inputs.empty() && raw_count == request->inputs.size();
+  return !request->model.empty() && !request->inputs.empty() && raw_count == raw_inputs.size();
 }
 
 std::string EncodeInferResponse(std::string_view model, int64_t version, std::string_view id,

@@ -19,14 +19,16 @@ struct InferRequest {
   std::string model;
   int64_t version = -1;
   std::string id;
-  std::vector<http::FastInput> inputs;    // data points into the message
-  std::vector<http::FastOutput> outputs;  // names only; empty: every output
+  std::vector<http::FastInput> inputs;    // data points into the message, or a region is named
+  std::vector<http::FastOutput> outputs;  // empty: every output
 };
 
 // Reads a ModelInferRequest whose inputs all come as raw_input_contents of
-// the size their shape says, with no parameters (on its inputs or outputs,
-// nor on the request but a bool triton_enable_empty_final_response) and no
-// typed contents. False for anything else, malformed bytes included.
+// the size their shape says or from a range of a system shared memory
+// region, whose outputs are asked for by name (into a region, or not), with
+// no other parameters (but a bool triton_enable_empty_final_response on the
+// request) and no typed contents. False for anything else, malformed bytes
+// included.
 bool ReadInferRequest(const char* message, size_t size, InferRequest* request);
 
 struct ResponseParameter {

@@ -1353,6 +1353,8 @@ void Frontend::GrpcAnswer(Pending* pending) {
       parameters.push_back({name, type, value});
   }
   std::vector<grpc::ResponseOutput> outputs;
+  // Outputs written into a region are listed last, with empty contents (as Triton, and the JS front end).
+  std::vector<grpc::ResponseOutput> in_regions;
   uint32_t output_count = 0;
   TakeError(api, api.InferenceResponseOutputCount(response, &output_count));
   for (uint32_t i = 0; i < output_count; ++i) {
@@ -1372,9 +1374,12 @@ void Frontend::GrpcAnswer(Pending* pending) {
       return;
     }
     const char* type_name = http::DataTypeName(datatype);
-    outputs.push_back({name != nullptr ? name : "", type_name != nullptr ? type_name : "INVALID", shape,
-                       static_cast<size_t>(dims), base, size});
+    const bool in_region = userp == &kCallerMemory;
+    (in_region ? in_regions : outputs)
+        .push_back({name != nullptr ? name : "", type_name != nullptr ? type_name : "INVALID", shape,
+                    static_cast<size_t>(dims), in_region ? nullptr : base, in_region ? 0 : size});
   }
+  outputs.insert(outputs.end(), in_regions.begin(), in_regions.end());
   stream->to_client.bytes = grpc::EncodeInferResponse(model_name != nullptr ? model_name : pending->model,
                                                       model_version, id, parameters, outputs);
   DeleteResponse(api, response);

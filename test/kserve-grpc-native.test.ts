@@ -4,7 +4,8 @@ import { liveObjects } from '../lib/index.js';
 import { serveKServe, type KServeFrontends } from '../lib/kserve/index.js';
 import { encodeModelInferRequest, type WireInferRequest } from '../lib/kserve/infer-wire.js';
 import { expectNoRequestsLive } from './helpers.js';
-import { defineGrpcSuite, suiteState } from './kserve-grpc.suite.js';
+import { clientFor, defineGrpcSuite, suiteState, unaryCall, unaryFailure } from './kserve-grpc.suite.js';
+import { float32Bytes, Segment } from './shared-memory-segments.js';
 
 // Every gRPC test again with the native engine: what it does not answer
 // itself reaches the same JS server, and must come out the same.
@@ -142,6 +143,57 @@ describe('native gRPC engine', () => {
       }
       expect(native.grpc?.answeredNatively).toBe(0);
     });
+  });
+
+  it('reads inputs from and writes outputs into system shared memory itself, as the JS engine does', async () => {
+    const { server } = suiteState();
+    const seg = new Segment(4096, 'grpc-native');
+    const values = Array.from({ length: 16 }, (_, i) => i * 1.5 - 3);
+    seg.write(0, float32Bytes(values));
+    await server.sharedMemory.register('in', { key: seg.key, byteSize: 64 });
+    await server.sharedMemory.register('out', { key: seg.key, offset: 1024, byteSize: 64 });
+    const region = (name: string, byteSize: number): Record<string, unknown> => ({
+      shared_memory_region: { string_param: name },
+      shared_memory_byte_size: { int64_param: byteSize },
+    });
+    const request = (outputBytes: number, input = 'in'): object => ({
+      model_name: 'identity_fp32',
+      inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 16], parameters: region(input, 64) }],
+      outputs: [{ name: 'OUTPUT0', parameters: region('out', outputBytes) }],
+    });
+    try {
+      await withBothEngines(async (native, node) => {
+        const mine = clientFor(native.grpc?.port ?? 0);
+        const theirs = clientFor(node.grpc?.port ?? 0);
+        try {
+          const answer = await unaryCall('ModelInfer', request(64), mine);
+          expect(answer).toEqual(await unaryCall('ModelInfer', request(64), theirs));
+          expect(answer.outputs).toMatchObject([{ name: 'OUTPUT0', datatype: 'FP32', shape: [1, 16] }]);
+          expect((answer.raw_output_contents as Buffer[]).map((b) => b.length)).toEqual([0]);
+          expect(seg.readFloat32(1024, 16)).toEqual(values);
+          expect(native.grpc?.answeredNatively).toBe(1);
+          // A region too small for the output: Triton's allocator says so, here as in JS.
+          const [small, smallJs] = await Promise.all([unaryFailure('ModelInfer', request(32), mine), unaryFailure('ModelInfer', request(32), theirs)]);
+          expect({ code: small.code, details: small.details }).toEqual({ code: smallJs.code, details: smallJs.details });
+          expect(native.grpc?.answeredNatively).toBe(2);
+          // A region not registered: refused before running, so JS answers it.
+          const [missing, missingJs] = await Promise.all([
+            unaryFailure('ModelInfer', request(64, 'nowhere'), mine),
+            unaryFailure('ModelInfer', request(64, 'nowhere'), theirs),
+          ]);
+          expect({ code: missing.code, details: missing.details }).toEqual({ code: missingJs.code, details: missingJs.details });
+          expect(missing.details).toContain('nowhere');
+          expect(native.grpc?.answeredNatively).toBe(2);
+        } finally {
+          mine.close();
+          theirs.close();
+        }
+      });
+    } finally {
+      await server.sharedMemory.unregister();
+      seg.unlink();
+    }
+    await expectNoRequestsLive();
   });
 
   it('keeps the fast path off where JS must see each call (authorize, inferTimeoutMs, responseCompression)', async () => {

@@ -87,6 +87,11 @@ export function suiteState(): { server: Server; frontends: KServeFrontends; clie
 /** Calls `method` (unary) on the suite's client, or `on`. */
 export { call as unaryCall, failure as unaryFailure };
 
+/** A grpc-js client of the KServe service at `port` (close it after use). */
+export function clientFor(port: number): Client {
+  return new Service(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+}
+
 /**
  * The KServe gRPC suite, run once per engine (kserve-grpc.test.ts for
  * `node`, kserve-grpc-native.test.ts for `native`): both must answer alike.
