@@ -749,6 +749,57 @@ std::optional<Failure> Frontend::TakeResult(Pending* pending, TRITONSERVER_Infer
   return failure;
 }
 
+// What an answer is made of, read off Triton's response (and pointing into it).
+struct ResponseView {
+  const char* id = "";
+  const char* model = nullptr;
+  int64_t version = 0;
+  std::vector<grpc::ResponseParameter> parameters;  // BYTES ones left out, as the JS front end does
+  struct Output {
+    const char* name;
+    TRITONSERVER_DataType datatype;
+    const int64_t* shape;
+    uint64_t dims;
+    const void* data;
+    size_t size;
+    bool in_region;  // written into a shared memory region
+  };
+  std::vector<Output> outputs;
+};
+
+std::optional<Failure> ReadResponse(const TritonApi& api, TRITONSERVER_InferenceResponse* response,
+                                    ResponseView* view) {
+  const char* id = nullptr;
+  if (!TakeError(api, api.InferenceResponseId(response, &id)) && id != nullptr) view->id = id;
+  TakeError(api, api.InferenceResponseModel(response, &view->model, &view->version));
+  uint32_t parameter_count = 0;
+  TakeError(api, api.InferenceResponseParameterCount(response, &parameter_count));
+  for (uint32_t i = 0; i < parameter_count; ++i) {
+    const char* name = nullptr;
+    TRITONSERVER_ParameterType type = TRITONSERVER_PARAMETER_STRING;
+    const void* value = nullptr;
+    if (!TakeError(api, api.InferenceResponseParameter(response, i, &name, &type, &value)) && name != nullptr &&
+        value != nullptr && type != TRITONSERVER_PARAMETER_BYTES)
+      view->parameters.push_back({name, type, value});
+  }
+  uint32_t output_count = 0;
+  TakeError(api, api.InferenceResponseOutputCount(response, &output_count));
+  for (uint32_t i = 0; i < output_count; ++i) {
+    ResponseView::Output output{nullptr, TRITONSERVER_TYPE_INVALID, nullptr, 0, nullptr, 0, false};
+    TRITONSERVER_MemoryType memory = TRITONSERVER_MEMORY_CPU;
+    int64_t memory_id = 0;
+    void* userp = nullptr;
+    if (auto error = TakeError(api, api.InferenceResponseOutput(response, i, &output.name, &output.datatype,
+                                                                  &output.shape, &output.dims, &output.data,
+                                                                  &output.size, &memory, &memory_id, &userp)))
+      return error;
+    if (output.name == nullptr) output.name = "";
+    output.in_region = userp == &kCallerMemory;
+    view->outputs.push_back(output);
+  }
+  return std::nullopt;
+}
+
 void Frontend::Answer(Pending* pending) {
   const std::shared_ptr<Conn>& conn = pending->conn;
   TRITONSERVER_InferenceResponse* response = nullptr;
@@ -756,93 +807,69 @@ void Frontend::Answer(Pending* pending) {
     AnswerError(pending, *failure);
     return;
   }
+  ResponseView view;
+  if (auto error = ReadResponse(api, response, &view)) {
+    DeleteResponse(api, response);
+    AnswerError(pending, *error);
+    return;
+  }
   auto* out = new Outgoing();
   out->response = response;
   out->close_after = conn->close_after;
   std::string json = "{";
-  const char* id = nullptr;
-  if (!TakeError(api, api.InferenceResponseId(response, &id)) && id != nullptr && id[0] != '\0') {
+  if (view.id[0] != '\0') {
     json += "\"id\":";
-    http::AppendJsonString(&json, id);
+    http::AppendJsonString(&json, view.id);
     json += ',';
   }
-  const char* model_name = nullptr;
-  int64_t model_version = 0;
-  TakeError(api, api.InferenceResponseModel(response, &model_name, &model_version));
   json += "\"model_name\":";
-  http::AppendJsonString(&json, model_name != nullptr ? model_name : pending->model.c_str());
-  json += ",\"model_version\":\"" + std::to_string(model_version) + "\"";
-  uint32_t parameter_count = 0;
-  TakeError(api, api.InferenceResponseParameterCount(response, &parameter_count));
+  http::AppendJsonString(&json, view.model != nullptr ? view.model : pending->model.c_str());
+  json += ",\"model_version\":\"" + std::to_string(view.version) + "\"";
   bool first = true;
-  for (uint32_t i = 0; i < parameter_count; ++i) {
-    const char* name = nullptr;
-    TRITONSERVER_ParameterType type = TRITONSERVER_PARAMETER_STRING;
-    const void* value = nullptr;
-    if (TakeError(api, api.InferenceResponseParameter(response, i, &name, &type, &value)) || name == nullptr ||
-        value == nullptr || type == TRITONSERVER_PARAMETER_BYTES)
-      continue;
+  for (const grpc::ResponseParameter& parameter : view.parameters) {
     json += first ? ",\"parameters\":{" : ",";
     first = false;
-    http::AppendJsonString(&json, name);
+    http::AppendJsonString(&json, parameter.name);
     json += ':';
-    switch (type) {
-      case TRITONSERVER_PARAMETER_STRING: http::AppendJsonString(&json, static_cast<const char*>(value)); break;
-      case TRITONSERVER_PARAMETER_INT: AppendNumber(&json, static_cast<double>(*static_cast<const int64_t*>(value))); break;
-      case TRITONSERVER_PARAMETER_BOOL: json += *static_cast<const bool*>(value) ? "true" : "false"; break;
-      default: AppendNumber(&json, *static_cast<const double*>(value)); break;
+    switch (parameter.type) {
+      case TRITONSERVER_PARAMETER_STRING: http::AppendJsonString(&json, static_cast<const char*>(parameter.value)); break;
+      case TRITONSERVER_PARAMETER_INT: AppendNumber(&json, static_cast<double>(*static_cast<const int64_t*>(parameter.value))); break;
+      case TRITONSERVER_PARAMETER_BOOL: json += *static_cast<const bool*>(parameter.value) ? "true" : "false"; break;
+      default: AppendNumber(&json, *static_cast<const double*>(parameter.value)); break;
     }
   }
   if (!first) json += '}';
   json += ",\"outputs\":[";
-  uint32_t output_count = 0;
-  TakeError(api, api.InferenceResponseOutputCount(response, &output_count));
   size_t binary_bytes = 0;
   out->bufs.emplace_back();  // the head and the JSON, once known
   // Outputs written into shared memory are listed after the others, by
   // name, datatype and shape only (as the JS front end and Triton do).
   std::string in_regions;
   bool first_output = true;
-  for (uint32_t i = 0; i < output_count; ++i) {
-    const char* name = nullptr;
-    TRITONSERVER_DataType datatype = TRITONSERVER_TYPE_INVALID;
-    const int64_t* shape = nullptr;
-    uint64_t dims = 0;
-    const void* base = nullptr;
-    size_t size = 0;
-    TRITONSERVER_MemoryType memory = TRITONSERVER_MEMORY_CPU;
-    int64_t memory_id = 0;
-    void* userp = nullptr;
-    if (auto error = TakeError(api, api.InferenceResponseOutput(response, i, &name, &datatype, &shape, &dims,
-                                                                  &base, &size, &memory, &memory_id, &userp))) {
-      delete out;
-      DeleteResponse(api, response);
-      AnswerError(pending, *error);
-      return;
-    }
-    const bool in_region = userp == &kCallerMemory;
+  for (const ResponseView::Output& output : view.outputs) {
     std::string text = "{\"name\":";
-    http::AppendJsonString(&text, name != nullptr ? name : "");
-    const char* type_name = http::DataTypeName(datatype);
+    http::AppendJsonString(&text, output.name);
+    const char* type_name = http::DataTypeName(output.datatype);
     text += ",\"datatype\":\"";
     text += type_name != nullptr ? type_name : "INVALID";
     text += "\",\"shape\":[";
-    for (uint64_t d = 0; d < dims; ++d) {
+    for (uint64_t d = 0; d < output.dims; ++d) {
       if (d > 0) text += ',';
-      text += std::to_string(shape[d]);
+      text += std::to_string(output.shape[d]);
     }
     text += ']';
-    if (in_region) {
+    if (output.in_region) {
       in_regions += ',';
       in_regions += text + '}';
       continue;
     }
-    text += ",\"parameters\":{\"binary_data_size\":" + std::to_string(size) + "}}";
+    text += ",\"parameters\":{\"binary_data_size\":" + std::to_string(output.size) + "}}";
     if (!first_output) json += ',';
     first_output = false;
     json += text;
-    if (size > 0) out->bufs.push_back(uv_buf_init(static_cast<char*>(const_cast<void*>(base)), static_cast<unsigned>(size)));
-    binary_bytes += size;
+    if (output.size > 0)
+      out->bufs.push_back(uv_buf_init(static_cast<char*>(const_cast<void*>(output.data)), static_cast<unsigned>(output.size)));
+    binary_bytes += output.size;
   }
   if (!in_regions.empty()) json.append(in_regions, first_output ? 1 : 0, std::string::npos);
   json += "]}";
@@ -1336,52 +1363,24 @@ void Frontend::GrpcAnswer(Pending* pending) {
     GrpcFail(conn, stream, *failure);
     return;
   }
-  const char* id = nullptr;
-  if (TakeError(api, api.InferenceResponseId(response, &id)) || id == nullptr) id = "";
-  const char* model_name = nullptr;
-  int64_t model_version = 0;
-  TakeError(api, api.InferenceResponseModel(response, &model_name, &model_version));
-  std::vector<grpc::ResponseParameter> parameters;
-  uint32_t parameter_count = 0;
-  TakeError(api, api.InferenceResponseParameterCount(response, &parameter_count));
-  for (uint32_t i = 0; i < parameter_count; ++i) {
-    const char* name = nullptr;
-    TRITONSERVER_ParameterType type = TRITONSERVER_PARAMETER_STRING;
-    const void* value = nullptr;
-    if (!TakeError(api, api.InferenceResponseParameter(response, i, &name, &type, &value)) && name != nullptr &&
-        value != nullptr && type != TRITONSERVER_PARAMETER_BYTES)
-      parameters.push_back({name, type, value});
+  ResponseView view;
+  if (auto error = ReadResponse(api, response, &view)) {
+    DeleteResponse(api, response);
+    GrpcFail(conn, stream, *error);
+    return;
   }
-  std::vector<grpc::ResponseOutput> outputs;
   // Outputs written into a region are listed last, with empty contents (as Triton, and the JS front end).
-  std::vector<grpc::ResponseOutput> in_regions;
-  uint32_t output_count = 0;
-  TakeError(api, api.InferenceResponseOutputCount(response, &output_count));
-  for (uint32_t i = 0; i < output_count; ++i) {
-    const char* name = nullptr;
-    TRITONSERVER_DataType datatype = TRITONSERVER_TYPE_INVALID;
-    const int64_t* shape = nullptr;
-    uint64_t dims = 0;
-    const void* base = nullptr;
-    size_t size = 0;
-    TRITONSERVER_MemoryType memory = TRITONSERVER_MEMORY_CPU;
-    int64_t memory_id = 0;
-    void* userp = nullptr;
-    if (auto error = TakeError(api, api.InferenceResponseOutput(response, i, &name, &datatype, &shape, &dims, &base,
-                                                                  &size, &memory, &memory_id, &userp))) {
-      DeleteResponse(api, response);
-      GrpcFail(conn, stream, *error);
-      return;
+  std::vector<grpc::ResponseOutput> outputs;
+  for (bool regions : {false, true}) {
+    for (const ResponseView::Output& output : view.outputs) {
+      if (output.in_region != regions) continue;
+      const char* type_name = http::DataTypeName(output.datatype);
+      outputs.push_back({output.name, type_name != nullptr ? type_name : "INVALID", output.shape,
+                         static_cast<size_t>(output.dims), regions ? nullptr : output.data, regions ? 0 : output.size});
     }
-    const char* type_name = http::DataTypeName(datatype);
-    const bool in_region = userp == &kCallerMemory;
-    (in_region ? in_regions : outputs)
-        .push_back({name != nullptr ? name : "", type_name != nullptr ? type_name : "INVALID", shape,
-                    static_cast<size_t>(dims), in_region ? nullptr : base, in_region ? 0 : size});
   }
-  outputs.insert(outputs.end(), in_regions.begin(), in_regions.end());
-  stream->to_client.bytes = grpc::EncodeInferResponse(model_name != nullptr ? model_name : pending->model,
-                                                      model_version, id, parameters, outputs);
+  stream->to_client.bytes = grpc::EncodeInferResponse(view.model != nullptr ? view.model : pending->model,
+                                                      view.version, view.id, view.parameters, outputs);
   DeleteResponse(api, response);
   stream->response_ended = true;
   stream->trailers = {{"grpc-status", "0"}};
