@@ -22,6 +22,10 @@
  * `node` engines, `http-native` and `grpc-native` its `native` ones. Options
  * (env): BENCH_WINDOW_MS (2000), BENCH_CONCURRENCY ("1,16,64"), BENCH_SIZES
  * ("16,16384"), BENCH_PROTOCOLS ("http,http-native,grpc,grpc-native").
+ * At [1,16384] and concurrency 16 perf_analyzer itself falls behind (it
+ * keeps every response's outputs and sorts them out per window, in time
+ * quadratic in a window's records): measure that point alone with
+ * BENCH_WINDOW_MS=500 (gRPC) or 250 (HTTP).
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
