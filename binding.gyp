@@ -9,6 +9,7 @@
         "native/completions.cc",
         "native/drain.cc",
         "native/errors.cc",
+        "native/grpc-frontend.cc",
         "native/grpc-wire.cc",
         "native/http-frontend.cc",
         "native/http-wire.cc",

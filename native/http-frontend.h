@@ -1,7 +1,8 @@
-// The native HTTP/1.1 front end: a listener on a libuv loop of its own
-// thread that answers plain KServe inference requests (binary tensors) with
-// Triton's C API directly, and hands every other request, byte for byte, to
-// the JS front end (lib/kserve/native-http.ts) over a virtual socket.
+// The native front ends: a listener on a libuv loop of its own thread that
+// answers plain KServe inference requests (HTTP/1.1 with binary tensors, or
+// gRPC ModelInfer with raw ones) with Triton's C API directly, and hands
+// every other request to the JS front end (lib/kserve/native-http.ts) over a
+// virtual socket per connection.
 #pragma once
 
 #include <napi.h>
