@@ -179,7 +179,6 @@ struct Queue {
 struct GrpcStream {
   int32_t id = 0;
   std::vector<Header> headers;  // the request's
-  int window_bits = 0;          // its grpc-encoding as zlib reads it: 0 identity, 31 gzip, 15 deflate
   bool decided = false;         // answered here, or passed on
   bool proxied = false;
   bool request_ended = false;

@@ -4,9 +4,6 @@
 // connection's virtual socket) that carries every call not answered here.
 #include "frontend.h"
 
-#include <dlfcn.h>
-#include <zlib.h>  // Node's own header, as its zlib is what inflates here
-
 #include <algorithm>
 
 namespace tsn::frontend {
@@ -333,12 +330,7 @@ void Frontend::GrpcRequestHeaders(Conn* conn, GrpcStream* stream) {
     else if (header.first == "content-type")
       grpc_type = header.second == "application/grpc" || header.second == "application/grpc+proto";
     else if (header.first == "grpc-timeout") fast = false;
-    else if (header.first == "grpc-encoding") {
-      // Compressed messages are inflated here too (gzip, deflate: what the JS front end takes).
-      if (header.second == "gzip") stream->window_bits = 31;
-      else if (header.second == "deflate") stream->window_bits = 15;
-      else if (header.second != "identity") fast = false;
-    }
+    else if (header.first == "grpc-encoding") fast = fast && header.second == "identity";
   }
   if (!(fast && post && infer && grpc_type)) GrpcPassOn(conn, stream);
 }
@@ -353,83 +345,28 @@ void Frontend::GrpcRequestEnded(Conn* conn, GrpcStream* stream) {
 }
 
 // A ModelInfer call whose one message this front end reads goes to Triton.
-// zlib's inflate, Node's own copy (found at run time, as nghttp2 is; else the system's libz).
-struct Zlib {
-  decltype(&inflateInit2_) init = nullptr;
-  decltype(&inflate) run = nullptr;
-  decltype(&inflateEnd) end = nullptr;
-};
-
-const Zlib* FindZlib() {
-  static const Zlib* found = [] {
-    static Zlib zlib;
-    for (void* handle : {RTLD_DEFAULT, dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL)}) {
-      if (handle == nullptr) continue;
-      zlib.init = reinterpret_cast<decltype(&inflateInit2_)>(dlsym(handle, "inflateInit2_"));
-      zlib.run = reinterpret_cast<decltype(&inflate)>(dlsym(handle, "inflate"));
-      zlib.end = reinterpret_cast<decltype(&inflateEnd)>(dlsym(handle, "inflateEnd"));
-      if (zlib.init != nullptr && zlib.run != nullptr && zlib.end != nullptr) return static_cast<const Zlib*>(&zlib);
-    }
-    return static_cast<const Zlib*>(nullptr);
-  }();
-  return found;
-}
-
-// Inflates one gzip (window_bits 31) or zlib (15) stream that is all of
-// `size`, into at most `limit` bytes. False for anything else (a bomb past
-// the limit, corrupt data, trailing bytes, several gzip members): the JS
-// front end then says what is wrong, or reads what it can.
-bool Inflate(const char* data, size_t size, int window_bits, size_t limit, Bytes* out) {
-  const Zlib* zlib = FindZlib();
-  if (zlib == nullptr || size > UINT32_MAX) return false;
-  z_stream stream{};
-  if (zlib->init(&stream, window_bits, ZLIB_VERSION, static_cast<int>(sizeof(z_stream))) != Z_OK) return false;
-  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data));
-  stream.avail_in = static_cast<uInt>(size);
-  int status = Z_OK;
-  while (status == Z_OK) {
-    if (out->size == limit) break;
-    out->Reserve(std::min<size_t>(std::max<size_t>(size * 4, 4096), limit - out->size));
-    const size_t room = std::min<size_t>({out->capacity - out->size, limit - out->size, UINT32_MAX});
-    stream.next_out = reinterpret_cast<Bytef*>(out->data.get() + out->size);
-    stream.avail_out = static_cast<uInt>(room);
-    status = zlib->run(&stream, Z_NO_FLUSH);
-    out->size += room - stream.avail_out;
-  }
-  zlib->end(&stream);
-  return status == Z_STREAM_END && stream.avail_in == 0;
-}
-
 bool Frontend::GrpcTryFast(Conn* conn, GrpcStream* stream) {
   Bytes& body = stream->body;
-  if (body.size < 5 || body.data[0] > 1) return false;
-  const bool compressed = body.data[0] == 1;
+  if (body.size < 5 || body.data[0] != 0) return false;
   const auto* prefix = reinterpret_cast<const uint8_t*>(body.data.get());
   const size_t length = (size_t{prefix[1]} << 24) | (size_t{prefix[2]} << 16) | (size_t{prefix[3]} << 8) | prefix[4];
-  if (length != body.size - 5 || (compressed && stream->window_bits == 0)) return false;
-  // The inputs point into the message, wherever it lives: the received
-  // bytes, or what they inflate to (the received ones then kept for JS,
-  // should Triton not take it).
-  Bytes message;
-  if (compressed && !Inflate(body.data.get() + 5, length, stream->window_bits, settings.max_body_bytes, &message))
-    return false;
-  const char* start = compressed ? message.data.get() : body.data.get() + 5;
+  if (length != body.size - 5) return false;
   grpc::InferRequest request;
-  if (!grpc::ReadInferRequest(start, compressed ? message.size : length, &request)) return false;
+  if (!grpc::ReadInferRequest(body.data.get() + 5, length, &request)) return false;
   auto pending = std::make_unique<Pending>();
   pending->frontend = this;
   pending->conn = conn->self;
   pending->stream_id = stream->id;
   pending->model = request.model;
   pending->version = request.version;
-  pending->bytes = compressed ? std::move(message) : std::move(body);
+  pending->bytes = std::move(body);  // the inputs point into it, wherever it lives
+  body = Bytes{};
   if (!Submit(pending.get(), request.id, request.inputs, request.outputs)) {
-    if (!compressed) body = std::move(pending->bytes);
+    body = std::move(pending->bytes);
     return false;
   }
   stream->decided = true;
-  conn->grpc->buffered -= length + 5;
-  body = Bytes{};
+  conn->grpc->buffered -= pending->bytes.size;
   stream->pending = pending.release();  // Settle deletes it
   return true;
 }
