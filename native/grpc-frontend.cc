@@ -337,6 +337,7 @@ void Frontend::GrpcRequestHeaders(Conn* conn, GrpcStream* stream) {
 
 void Frontend::GrpcRequestEnded(Conn* conn, GrpcStream* stream) {
   stream->request_ended = true;
+  if (stream->refused) return;  // reset, its bytes dropped: nothing to answer
   if (stream->proxied) {
     if (stream->inner_id > 0) h2->session_resume_data(conn->grpc->inner, stream->inner_id);
   } else if (!stream->decided && !GrpcTryFast(conn, stream)) {

@@ -10,7 +10,7 @@ import { expectNoRequestsLive, startServer } from './helpers.js';
 
 type Unary = (request: object, callback: (error: grpc.ServiceError | null, response: Record<string, unknown>) => void) => void;
 
-interface Client extends grpc.Client {
+export interface Client extends grpc.Client {
   [method: string]: unknown;
 }
 

@@ -5,30 +5,15 @@
  * routes and RPCs, inputs read from and outputs written into regions, CUDA
  * shared memory refused, and the hostile cases with Triton's statuses.
  */
-import { resolve } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { liveObjects, liveSharedMemoryMappings, type Server } from '../lib/index.js';
 import { serveKServe, type KServeFrontends } from '../lib/kserve/index.js';
 import { collectGarbage, expectNoRequestsLive, startServer } from './helpers.js';
+import { clientFor, type Client } from './kserve-grpc.suite.js';
 import { Segment, float32Bytes } from './shared-memory-segments.js';
 
 type Unary = (request: object, callback: (error: grpc.ServiceError | null, response: Record<string, unknown>) => void) => void;
-interface Client extends grpc.Client {
-  [method: string]: unknown;
-}
-const definition = protoLoader.loadSync('inference.proto', {
-  includeDirs: [resolve(import.meta.dirname, '../lib/kserve/proto')],
-  keepCase: true,
-  longs: Number,
-  enums: String,
-  defaults: true,
-  oneofs: true,
-});
-const Service = (grpc.loadPackageDefinition(definition) as unknown as {
-  inference: { GRPCInferenceService: new (address: string, credentials: grpc.ChannelCredentials) => Client };
-}).inference.GRPCInferenceService;
 
 let server: Server;
 let frontends: KServeFrontends;
@@ -46,7 +31,7 @@ beforeAll(async () => {
   server = await startServer({ startupModels: ['identity_fp32', 'add_sub', 'slow'] });
   frontends = await serveKServe(server, { http: { port: 0 }, grpc: { port: 0 } });
   base = `http://127.0.0.1:${frontends.http?.port}`;
-  client = new Service(`127.0.0.1:${frontends.grpc?.port}`, grpc.credentials.createInsecure());
+  client = clientFor(frontends.grpc?.port ?? 0);
 });
 afterEach(async () => {
   await server.sharedMemory.unregister();

@@ -840,7 +840,7 @@ export async function startGrpc(
     await closed;
   };
 
-  const native = await listenNativeGrpc(server, h2, listen, {
+  const native = await listenNativeGrpc(server, h2, listen.engine, tls !== undefined, {
     protocol: 'grpc',
     host: listen.host,
     port: listen.port,
@@ -895,21 +895,21 @@ export async function startGrpc(
 async function listenNativeGrpc(
   server: Server,
   h2: http2.Http2Server | http2.Http2SecureServer,
-  listen: GrpcListenOptions,
+  engine: GrpcListenOptions['engine'],
+  secure: boolean,
   settings: Pick<NativeListenerSettings, 'protocol' | 'host' | 'port' | 'maxBodyBytes' | 'fastPath'>,
 ): Promise<NativeListener | undefined> {
-  const secure = listen.tls !== undefined || (listen.credentials !== undefined && credentialsAsTls(listen.credentials) !== undefined);
-  if (listen.engine === 'native' && secure) {
+  if (engine === 'native' && secure) {
     throw new TritonError('INVALID_ARG', "the native gRPC engine does not serve TLS (use engine: 'node' with secure credentials)");
   }
-  if (listen.engine === 'node' || secure) return undefined;
+  if (engine === 'node' || secure) return undefined;
   try {
     // Timeouts are Node's HTTP/1.1 ones: the addon keeps none for gRPC, as the JS server.
     return await openNativeListener(server, { ...settings, headersTimeoutMs: 0, requestTimeoutMs: 0, keepAliveTimeoutMs: 0 }, (socket) =>
       h2.emit('connection', socket),
     );
   } catch (error) {
-    if (listen.engine === undefined && tritonErrorCode(error) === 'UNSUPPORTED') return undefined;
+    if (engine === undefined && tritonErrorCode(error) === 'UNSUPPORTED') return undefined;
     throw error;
   }
 }
