@@ -244,6 +244,12 @@ export interface NativeHttpOptions {
   requestTimeoutMs: number;
   /** false: every request goes to JS. */
   fastPath: boolean;
+  /** gRPC: SETTINGS_MAX_CONCURRENT_STREAMS of each connection. */
+  maxConcurrentStreams?: number;
+  /** gRPC: SETTINGS_MAX_HEADER_LIST_SIZE (bytes of a request's headers as HTTP/2 counts them). */
+  maxHeaderListBytes?: number;
+  /** gRPC: bytes one connection may hold, both ways, before new calls are refused. */
+  maxConnectionBytes?: number;
 }
 
 /** The listener; connections are numbered, and JS answers on the ones it was handed. */
@@ -254,6 +260,8 @@ export interface NativeHttpFrontend {
   /** Requests answered natively so far (the rest went to JS). */
   readonly answered: number;
   write(connection: number, bytes: Uint8Array): void;
+  /** JS has read `bytes` of what the connection handed it so far: the addon reads on while little is unread. */
+  read(connection: number, bytes: number): void;
   /** JS finished answering the request it was handed (HTTP/1.1). */
   done(connection: number): void;
   /** Close once what was written went out. */

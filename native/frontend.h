@@ -29,24 +29,39 @@ namespace tsn::frontend {
 
 // Received bytes: grown in place and handed whole to a request that ends
 // where the reading ended (the usual case), so its body is never copied.
+// What was consumed is skipped, not moved, until the room behind runs out:
+// pipelined requests cost each byte once, not once per request.
 struct Bytes {
   std::unique_ptr<char[]> data;
-  size_t size = 0;
+  size_t start = 0;  // bytes before it are consumed
+  size_t size = 0;   // bytes held, from start
   size_t capacity = 0;
 
+  char* begin() const { return data.get() + start; }
+  char* end() const { return begin() + size; }
+  size_t room() const { return capacity - start - size; }
+
   void Reserve(size_t free) {
-    if (capacity - size >= free) return;
+    if (room() >= free) return;
+    // Moving to the front pays once the bytes moved are no more than those consumed.
+    if (start >= size && capacity - size >= free) {
+      if (size > 0) std::memmove(data.get(), begin(), size);
+      start = 0;
+      return;
+    }
     size_t grown = capacity == 0 ? 64 * 1024 : capacity;
     while (grown - size < free) grown *= 2;
     std::unique_ptr<char[]> next(new char[grown]);
-    if (size > 0) std::memcpy(next.get(), data.get(), size);
+    if (size > 0) std::memcpy(next.get(), begin(), size);
     data = std::move(next);
+    start = 0;
     capacity = grown;
   }
   // Drops the first `count` bytes.
   void Consume(size_t count) {
-    if (count < size) std::memmove(data.get(), data.get() + count, size - count);
+    start += count;
     size -= count;
+    if (size == 0) start = 0;
   }
 };
 
@@ -68,8 +83,12 @@ struct Conn {
   bool node_attached = false;  // JS has a virtual socket for it
   bool busy = false;           // a request is being answered (here or by JS)
   bool close_after = false;    // the request being answered said Connection: close
-  bool reading = true;         // false while a busy connection has a request's worth buffered
+  bool reading = true;         // read now (UpdateReading)
   bool ending = false;         // closing once its writes went out
+  bool lingering = false;      // written and half-closed: late bytes are dropped until the client closes
+  uint64_t lingering_since_ms = 0;
+  uint64_t to_js_bytes = 0;       // handed to JS (ToNode)
+  uint64_t read_by_js_bytes = 0;  // of them, read by Node's parser (JS says so)
   Pending* in_flight = nullptr;
   std::unique_ptr<GrpcConn> grpc;  // a gRPC connection's HTTP/2 sessions and streams
   uint64_t node_id = 0;            // the connection's id toward JS (for gRPC, its current virtual one)
@@ -121,11 +140,12 @@ struct Outgoing {
   bool close_after = false;
 };
 
-enum class CommandKind { kWrite, kDone, kEnd, kDestroy };
+enum class CommandKind { kWrite, kDone, kEnd, kDestroy, kRead };
 struct Command {
   CommandKind kind;
   uint64_t conn;
-  std::string bytes;
+  std::string bytes;   // kWrite
+  uint64_t count = 0;  // kRead: bytes JS has read so far
 };
 
 struct Completion {
@@ -147,7 +167,14 @@ struct Settings {
   uint64_t request_timeout_ms = 60000;
   bool fast_path = true;          // false: every request goes to JS (authorize, inferTimeoutMs)
   bool grpc = false;              // the listener speaks gRPC (HTTP/2), not HTTP/1.1
+  // gRPC: what one connection may take of the server (lib/kserve/options.ts says why these values).
+  uint32_t max_concurrent_streams = 1000;
+  size_t max_header_list_bytes = 16 * 1024;  // name + value + 32 per header, as HTTP/2 counts
+  size_t max_connection_bytes = 256 << 20;   // held both ways: requests, answers, unsent writes
 };
+
+// A request's headers past this count are refused, as Node's maxHeaderListPairs does.
+inline constexpr size_t kMaxHeaderPairs = 128;
 
 using Header = std::pair<std::string, std::string>;
 
@@ -188,6 +215,7 @@ struct GrpcStream {
   Queue to_inner;               // request bytes for JS
   size_t consumed_ahead = 0;    // of them, bytes already given back to the client's stream window
   bool refused = false;         // reset for buffering past the connection's budget
+  size_t header_bytes = 0;      // the request's headers as HTTP/2 counts them (held in `headers`)
   Queue to_client;              // response bytes for the client
   bool response_ended = false;  // no more DATA for the client
   bool response_sent = false;   // its end went out
@@ -203,7 +231,8 @@ struct GrpcConn {
 #endif
   std::unordered_map<int32_t, std::unique_ptr<GrpcStream>> streams;
   std::unordered_map<int32_t, GrpcStream*> by_inner;
-  size_t buffered = 0;  // request bytes held here (bodies being read, bytes waiting for JS)
+  size_t buffered = 0;  // request bytes held here (headers, bodies being read, bytes waiting for JS)
+  size_t answers = 0;   // response bytes waiting for the client's flow-control window
   bool goaway_sent = false;
 
   GrpcStream* Find(int32_t id) {
@@ -257,6 +286,7 @@ struct Frontend {
               const std::vector<http::FastOutput>& outputs);
   std::optional<Failure> TakeResult(Pending* pending, TRITONSERVER_InferenceResponse** response);
   void ToNode(Conn* conn, const char* data, size_t count);
+  void UpdateReading(Conn* conn);
   void CloseConn(Conn* conn);
   void Write(const std::shared_ptr<Conn>& conn, Outgoing* out);
   void WriteText(const std::shared_ptr<Conn>& conn, std::string bytes, bool close_after);

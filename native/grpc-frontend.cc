@@ -30,30 +30,55 @@ std::vector<nghttp2_nv> HeaderList(const std::vector<Header>& headers) {
 
 Conn* ConnOf(void* user) { return static_cast<Conn*>(user); }
 
-// The client's session: its calls arrive.
+// What a connection holds of the server's memory: requests being read or
+// passed on, answers its client has not taken, writes not yet sent.
+size_t Held(Conn* conn) { return conn->grpc->buffered + conn->grpc->answers + conn->handle.write_queue_size; }
+
+// Refuses a stream as Node does when a connection asks too much of it.
+int Refuse(Conn* conn, int32_t id) {
+  conn->frontend->h2->submit_rst_stream(conn->grpc->session, NGHTTP2_FLAG_NONE, id, NGHTTP2_ENHANCE_YOUR_CALM);
+  return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+}
+
+// The client's session: its calls arrive. A connection over its budget
+// takes no new call until its client has read its answers.
 int OnClientBeginHeaders(nghttp2_session*, const nghttp2_frame* frame, void* user) {
   if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+    Conn* conn = ConnOf(user);
+    if (Held(conn) > conn->frontend->settings.max_connection_bytes) return Refuse(conn, frame->hd.stream_id);
     auto stream = std::make_unique<GrpcStream>();
     stream->id = frame->hd.stream_id;
-    ConnOf(user)->grpc->streams[stream->id] = std::move(stream);
+    conn->grpc->streams[stream->id] = std::move(stream);
   }
   return 0;
 }
 
+// A header list past the limit (an HPACK bomb repeats one large header for a
+// byte each) resets the stream before it costs more.
 int OnClientHeader(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name, size_t name_size,
                    const uint8_t* value, size_t value_size, uint8_t, void* user) {
-  GrpcStream* stream = ConnOf(user)->grpc->Find(frame->hd.stream_id);
+  Conn* conn = ConnOf(user);
+  GrpcStream* stream = conn->grpc->Find(frame->hd.stream_id);
   // A client's trailers (no gRPC client sends any) are not passed on.
-  if (stream != nullptr && !stream->decided)
-    stream->headers.emplace_back(std::string(reinterpret_cast<const char*>(name), name_size),
-                                 std::string(reinterpret_cast<const char*>(value), value_size));
+  if (stream == nullptr || stream->decided) return 0;
+  const size_t bytes = name_size + value_size + 32;
+  if (stream->header_bytes + bytes > conn->frontend->settings.max_header_list_bytes ||
+      stream->headers.size() == kMaxHeaderPairs) {
+    stream->refused = true;
+    stream->decided = true;
+    return Refuse(conn, stream->id);
+  }
+  stream->header_bytes += bytes;
+  conn->grpc->buffered += bytes;
+  stream->headers.emplace_back(std::string(reinterpret_cast<const char*>(name), name_size),
+                               std::string(reinterpret_cast<const char*>(value), value_size));
   return 0;
 }
 
 int OnClientFrame(nghttp2_session*, const nghttp2_frame* frame, void* user) {
   Conn* conn = ConnOf(user);
   GrpcStream* stream = conn->grpc->Find(frame->hd.stream_id);
-  if (stream == nullptr) return 0;
+  if (stream == nullptr || stream->refused) return 0;
   if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST)
     conn->frontend->GrpcRequestHeaders(conn, stream);
   if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
@@ -75,7 +100,7 @@ int OnClientData(nghttp2_session* session, uint8_t, int32_t id, const uint8_t* d
   GrpcStream* stream = grpc.Find(id);
   if (stream == nullptr || stream->refused) return 0;
   const size_t limit = frontend->settings.max_body_bytes;
-  if (grpc.buffered + size > std::max<size_t>(size_t{64} << 20, 4 * limit)) {
+  if (Held(conn) + size > frontend->settings.max_connection_bytes) {
     stream->refused = true;
     h2.submit_rst_stream(session, NGHTTP2_FLAG_NONE, id, NGHTTP2_ENHANCE_YOUR_CALM);
     return 0;
@@ -86,7 +111,7 @@ int OnClientData(nghttp2_session* session, uint8_t, int32_t id, const uint8_t* d
   if (!stream->decided) {
     // The whole message is needed before anything is done with it.
     stream->body.Reserve(size);
-    std::memcpy(stream->body.data.get() + stream->body.size, bytes, size);
+    std::memcpy(stream->body.end(), bytes, size);
     stream->body.size += size;
     grpc.buffered += size;
     h2.session_consume_stream(session, id, size);
@@ -114,7 +139,8 @@ int OnClientStreamClose(nghttp2_session*, int32_t id, uint32_t, void* user) {
     frontend->h2->submit_rst_stream(grpc.inner, NGHTTP2_FLAG_NONE, stream->inner_id, NGHTTP2_CANCEL);
     grpc.by_inner.erase(stream->inner_id);
   }
-  grpc.buffered -= stream->body.size + stream->to_inner.size();
+  grpc.buffered -= stream->header_bytes + stream->body.size + stream->to_inner.size();
+  grpc.answers -= stream->to_client.size();
   grpc.streams.erase(id);  // a connection closing is done once none is left (GrpcFlush, after this)
   return 0;
 }
@@ -126,6 +152,7 @@ ssize_t ReadForClient(nghttp2_session* session, int32_t id, uint8_t* buf, size_t
   GrpcStream* stream = conn->grpc->Find(id);
   if (stream == nullptr) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   const size_t count = stream->to_client.Take(buf, size);
+  conn->grpc->answers -= count;
   if (stream->to_client.size() > 0) return static_cast<ssize_t>(count);
   if (!stream->response_ended) return count > 0 ? static_cast<ssize_t>(count) : static_cast<ssize_t>(NGHTTP2_ERR_DEFERRED);
   *flags |= NGHTTP2_DATA_FLAG_EOF;
@@ -182,8 +209,16 @@ int OnInnerData(nghttp2_session*, uint8_t, int32_t inner_id, const uint8_t* data
   Conn* conn = ConnOf(user);
   GrpcStream* stream = InnerStream(user, inner_id);
   if (stream == nullptr) return 0;
+  const Nghttp2Api& h2 = *conn->frontend->h2;
+  // An answer its client does not read, past the connection's budget: the call is reset both ways.
+  if (Held(conn) + size > conn->frontend->settings.max_connection_bytes) {
+    h2.submit_rst_stream(conn->grpc->inner, NGHTTP2_FLAG_NONE, inner_id, NGHTTP2_CANCEL);
+    h2.submit_rst_stream(conn->grpc->session, NGHTTP2_FLAG_NONE, stream->id, NGHTTP2_ENHANCE_YOUR_CALM);
+    return 0;
+  }
   stream->to_client.Append(reinterpret_cast<const char*>(data), size);
-  conn->frontend->h2->session_resume_data(conn->grpc->session, stream->id);
+  conn->grpc->answers += size;
+  h2.session_resume_data(conn->grpc->session, stream->id);
   return 0;
 }
 
@@ -261,19 +296,26 @@ nghttp2_session_callbacks* MakeCallbacks(const Nghttp2Api& h2, bool client_side)
 bool Frontend::GrpcOpen(Conn* conn) {
   conn->grpc = std::make_unique<GrpcConn>();
   if (h2->session_server_new2(&conn->grpc->session, client_callbacks, conn, client_options) != 0) return false;
-  const nghttp2_settings_entry entries[] = {{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, kStreamWindowBytes}};
-  h2->submit_settings(conn->grpc->session, NGHTTP2_FLAG_NONE, entries, 1);
+  const nghttp2_settings_entry entries[] = {
+      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, kStreamWindowBytes},
+      {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, settings.max_concurrent_streams},
+      {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, static_cast<uint32_t>(settings.max_header_list_bytes)}};
+  h2->submit_settings(conn->grpc->session, NGHTTP2_FLAG_NONE, entries, 3);
   h2->session_set_local_window_size(conn->grpc->session, NGHTTP2_FLAG_NONE, 0, kConnectionWindowBytes);
   GrpcFlush(conn);
   return true;
 }
 
 void Frontend::GrpcRead(Conn* conn, ssize_t nread) {
-  const ssize_t used = h2->session_mem_recv(conn->grpc->session, reinterpret_cast<const uint8_t*>(conn->in.data.get()),
+  const ssize_t used = h2->session_mem_recv(conn->grpc->session, reinterpret_cast<const uint8_t*>(conn->in.begin()),
                                             static_cast<size_t>(nread));
-  conn->in.size = 0;
+  conn->in.Consume(conn->in.size);
   if (used < 0) {
-    CloseConn(conn);  // not HTTP/2: nghttp2 has queued its GOAWAY, which no one reads
+    // Not HTTP/2 (or a broken session): the GOAWAY nghttp2 queued goes out, then the connection closes.
+    const uint8_t* data = nullptr;
+    const ssize_t size = h2->session_mem_send(conn->grpc->session, &data);
+    if (size > 0) WriteText(conn->self, std::string(reinterpret_cast<const char*>(data), static_cast<size_t>(size)), false);
+    EndAfterWrites(conn->self);
     return;
   }
   GrpcFlush(conn);
@@ -313,10 +355,10 @@ void Frontend::GrpcFlush(Conn* conn) {
     }
     if (!to_js.empty()) Emit(EventKind::kData, conn->node_id, std::move(to_js));
   }
-  // Done after a GOAWAY (either side's) once no call is open.
-  if (grpc.streams.empty() &&
-      (grpc.goaway_sent || (!h2->session_want_read(grpc.session) && !h2->session_want_write(grpc.session))))
-    EndAfterWrites(conn->self);
+  // Done after our GOAWAY once no call is open; at once after nghttp2 ended
+  // the session (a protocol error: its GOAWAY is written), open calls or not.
+  const bool session_over = !h2->session_want_read(grpc.session) && !h2->session_want_write(grpc.session);
+  if (session_over || (grpc.streams.empty() && grpc.goaway_sent)) EndAfterWrites(conn->self);
 }
 
 // Answered here only when nothing in its headers asks for what the JS
@@ -348,12 +390,12 @@ void Frontend::GrpcRequestEnded(Conn* conn, GrpcStream* stream) {
 // A ModelInfer call whose one message this front end reads goes to Triton.
 bool Frontend::GrpcTryFast(Conn* conn, GrpcStream* stream) {
   Bytes& body = stream->body;
-  if (body.size < 5 || body.data[0] != 0) return false;
-  const auto* prefix = reinterpret_cast<const uint8_t*>(body.data.get());
+  if (body.size < 5 || body.begin()[0] != 0) return false;
+  const auto* prefix = reinterpret_cast<const uint8_t*>(body.begin());
   const size_t length = (size_t{prefix[1]} << 24) | (size_t{prefix[2]} << 16) | (size_t{prefix[3]} << 8) | prefix[4];
   if (length != body.size - 5) return false;
   grpc::InferRequest request;
-  if (!grpc::ReadInferRequest(body.data.get() + 5, length, &request)) return false;
+  if (!grpc::ReadInferRequest(body.begin() + 5, length, &request)) return false;
   auto pending = std::make_unique<Pending>();
   pending->frontend = this;
   pending->conn = conn->self;
@@ -381,7 +423,7 @@ void Frontend::GrpcPassOn(Conn* conn, GrpcStream* stream) {
     h2->submit_rst_stream(grpc.session, NGHTTP2_FLAG_NONE, stream->id, NGHTTP2_INTERNAL_ERROR);
     return;
   }
-  if (stream->body.size > 0) stream->to_inner.Append(stream->body.data.get(), stream->body.size);
+  if (stream->body.size > 0) stream->to_inner.Append(stream->body.begin(), stream->body.size);
   stream->consumed_ahead = stream->body.size;  // read whole before it was passed on
   stream->body = Bytes{};
   const std::vector<nghttp2_nv> list = HeaderList(stream->headers);
@@ -484,6 +526,7 @@ void Frontend::GrpcAnswer(Pending* pending) {
   }
   stream->to_client.bytes = grpc::EncodeInferResponse(view.model != nullptr ? view.model : pending->model,
                                                       view.version, view.id, view.parameters, outputs);
+  conn->grpc->answers += stream->to_client.size();
   DeleteResponse(api, response);
   stream->response_ended = true;
   stream->trailers = {{"grpc-status", "0"}};

@@ -65,6 +65,32 @@ bool ReadVersion(std::string_view text, int64_t* version) {
   return true;
 }
 
+// Strings the JS front end would decode with replacement characters go to it.
+bool ValidUtf8(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    size_t more = 0;
+    uint32_t point = 0;
+    if (c < 0x80) { ++i; continue; }
+    if (c >= 0xc2 && c <= 0xdf) { more = 1; point = c & 0x1f; }
+    else if (c >= 0xe0 && c <= 0xef) { more = 2; point = c & 0x0f; }
+    else if (c >= 0xf0 && c <= 0xf4) { more = 3; point = c & 0x07; }
+    else return false;
+    if (text.size() - i <= more) return false;
+    for (size_t k = 1; k <= more; ++k) {
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      if ((next & 0xc0) != 0x80) return false;
+      point = (point << 6) | (next & 0x3f);
+    }
+    // Overlong forms, surrogates, past U+10FFFF.
+    if ((more == 2 && (point < 0x800 || (point >= 0xd800 && point <= 0xdfff))) || (more == 3 && (point < 0x10000 || point > 0x10ffff)))
+      return false;
+    i += more + 1;
+  }
+  return true;
+}
+
 // One entry of a map<string, InferParameter>: its key, and its value's
 // field (1 bool, 2 int64, 3 string, 5 uint64) with what it holds.
 struct Parameter {
@@ -102,7 +128,8 @@ bool ReadSharedMemory(std::string_view entry, std::optional<http::FastSharedMemo
   if (!ReadParameter(entry, &parameter)) return false;
   if (!*range) *range = http::FastSharedMemory{};
   const bool whole = parameter.field == 2 && parameter.number <= (uint64_t{1} << 53);
-  if (parameter.key == "shared_memory_region" && parameter.field == 3 && !parameter.text.empty()) {
+  if (parameter.key == "shared_memory_region" && parameter.field == 3 && !parameter.text.empty() &&
+      ValidUtf8(parameter.text)) {
     (*range)->region.assign(parameter.text);
   } else if (parameter.key == "shared_memory_byte_size" && whole) {
     (*range)->byte_size = parameter.number;
@@ -137,7 +164,7 @@ bool ReadInput(std::string_view message, http::FastInput* input, uint64_t* bytes
     if (!reader.Key(&field, &type)) return false;
     std::string_view value;
     if (field == 1 && type == kLength) {
-      if (!reader.Length(&value)) return false;
+      if (!reader.Length(&value) || !ValidUtf8(value)) return false;
       input->name.assign(value);
     } else if (field == 2 && type == kLength) {
       if (!reader.Length(&datatype)) return false;
@@ -146,13 +173,15 @@ bool ReadInput(std::string_view message, http::FastInput* input, uint64_t* bytes
       Reader dims(value.data(), value.size());
       while (!dims.Done()) {
         uint64_t dim = 0;
-        if (!dims.Varint(&dim) || dim > (uint64_t{1} << 40)) return false;  // negative: the JS front end's error
+        if (!dims.Varint(&dim) || dim > (uint64_t{1} << 62) || input->shape.size() == http::kMaxFastDims)
+          return false;  // negative: the JS front end's error
         input->shape.push_back(static_cast<int64_t>(dim));
       }
       has_shape = true;
     } else if (field == 3 && type == kVarint) {
       uint64_t dim = 0;
-      if (!reader.Varint(&dim) || dim > (uint64_t{1} << 40)) return false;
+      if (!reader.Varint(&dim) || dim > (uint64_t{1} << 62) || input->shape.size() == http::kMaxFastDims)
+        return false;
       input->shape.push_back(static_cast<int64_t>(dim));
       has_shape = true;
     } else if (field == 4 && type == kLength) {
@@ -165,12 +194,7 @@ bool ReadInput(std::string_view message, http::FastInput* input, uint64_t* bytes
   if (input->name.empty() || !has_shape || !http::DataTypeFromName(datatype, &input->datatype, &element_size) ||
       element_size == 0)
     return false;
-  uint64_t elements = 1;
-  for (int64_t dim : input->shape) {
-    elements *= static_cast<uint64_t>(dim);
-    if (elements > (uint64_t{1} << 48)) return false;
-  }
-  *bytes = elements * element_size;
+  if (!http::TensorBytes(input->shape, element_size, bytes)) return false;
   // In a region: all of it named, and exactly the tensor's size (else the JS front end says what is wrong).
   return !input->shared_memory ||
          (!input->shared_memory->region.empty() && sized && input->shared_memory->byte_size == *bytes);
@@ -184,7 +208,7 @@ bool ReadOutput(std::string_view message, http::FastOutput* output) {
     int type = 0;
     std::string_view value;
     if (!reader.Key(&field, &type) || type != kLength || !reader.Length(&value)) return false;
-    if (field == 1) output->name.assign(value);
+    if (field == 1 && ValidUtf8(value)) output->name.assign(value);
     else if (field != 2 || !ReadSharedMemory(value, &output->shared_memory, &sized)) return false;
   }
   return !output->name.empty() && (!output->shared_memory || (!output->shared_memory->region.empty() && sized));
@@ -263,16 +287,23 @@ bool ReadInferRequest(const char* message, size_t size, InferRequest* request) {
     std::string_view value;
     if (!reader.Key(&field, &type) || type != kLength || !reader.Length(&value)) return false;
     switch (field) {
-      case 1: request->model.assign(value); break;
+      case 1:
+        if (!ValidUtf8(value)) return false;
+        request->model.assign(value);
+        break;
       case 2:
         if (!ReadVersion(value, &request->version)) return false;
         break;
-      case 3: request->id.assign(value); break;
+      case 3:
+        if (!ValidUtf8(value)) return false;
+        request->id.assign(value);
+        break;
       case 4:
         if (!IgnorableParameter(value)) return false;
         break;
       case 5: {
-        if (raw_count > 0) return false;  // inputs after contents: not what clients send
+        // Inputs after contents are not what clients send; many inputs go to JS (their names are compared pairwise here).
+        if (raw_count > 0 || request->inputs.size() == http::kMaxFastTensors) return false;
         http::FastInput input;
         uint64_t bytes = 0;
         if (!ReadInput(value, &input, &bytes)) return false;
@@ -284,6 +315,7 @@ bool ReadInferRequest(const char* message, size_t size, InferRequest* request) {
         break;
       }
       case 6: {
+        if (request->outputs.size() == http::kMaxFastTensors) return false;
         http::FastOutput output;
         if (!ReadOutput(value, &output)) return false;
         for (const http::FastOutput& seen : request->outputs)

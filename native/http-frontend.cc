@@ -42,6 +42,13 @@ void DeleteResponse(const TritonApi& api, TRITONSERVER_InferenceResponse* respon
 
 
 
+// Bytes of pipelined requests read ahead of the one being answered.
+constexpr size_t kPipelinedBytes = 64 * 1024;
+// Bytes handed to Node's parser that JS has not read yet, before the connection waits.
+constexpr uint64_t kUnreadByJsBytes = 1 << 20;
+// How long a closing connection's late bytes are read and dropped.
+constexpr uint64_t kLingerMs = 2000;
+
 const char* Reason(int status) {
   switch (status) {
     case 200: return "OK";
@@ -76,8 +83,7 @@ void Frontend::Emit(EventKind kind, uint64_t conn, std::string bytes) {
 void AllocateRead(uv_handle_t* handle, size_t, uv_buf_t* buf) {
   Conn* conn = static_cast<Conn*>(handle->data);
   conn->in.Reserve(16 * 1024);
-  *buf = uv_buf_init(conn->in.data.get() + conn->in.size,
-                     static_cast<unsigned>(std::min<size_t>(conn->in.capacity - conn->in.size, 1u << 30)));
+  *buf = uv_buf_init(conn->in.end(), static_cast<unsigned>(std::min<size_t>(conn->in.room(), 1u << 30)));
 }
 
 void OnReadDone(uv_stream_t* stream, ssize_t nread, const uv_buf_t*) {
@@ -179,16 +185,28 @@ void Frontend::WriteText(const std::shared_ptr<Conn>& conn, std::string bytes, b
   Write(conn, out);
 }
 
-// Closes once what was written has gone out.
+// Closes once what was written has gone out. In between, what the client
+// still sends is read and dropped for up to kLingerMs (a lingering close):
+// closing with its bytes unread would reset the connection, and an answer
+// given before the request ended (413, 400, 408) could be lost with it.
 void Frontend::EndAfterWrites(const std::shared_ptr<Conn>& conn) {
   if (conn->closing || conn->ending) return;
   conn->ending = true;
   auto* out = new Outgoing();
   out->conn = conn;
   out->shutdown.data = out;
-  if (uv_shutdown(&out->shutdown, reinterpret_cast<uv_stream_t*>(&conn->handle), [](uv_shutdown_t* req, int) {
+  if (uv_shutdown(&out->shutdown, reinterpret_cast<uv_stream_t*>(&conn->handle), [](uv_shutdown_t* req, int status) {
         std::unique_ptr<Outgoing> out(static_cast<Outgoing*>(req->data));
-        out->conn->frontend->CloseConn(out->conn.get());
+        Conn* conn = out->conn.get();
+        Frontend* frontend = conn->frontend;
+        if (status < 0 || conn->closing || frontend->closing) {
+          frontend->CloseConn(conn);
+          return;
+        }
+        conn->lingering = true;
+        conn->lingering_since_ms = uv_now(&frontend->loop);
+        conn->in.Consume(conn->in.size);
+        frontend->UpdateReading(conn);
       }) != 0) {
     delete out;
     CloseConn(conn.get());
@@ -197,6 +215,7 @@ void Frontend::EndAfterWrites(const std::shared_ptr<Conn>& conn) {
 
 void Frontend::ToNode(Conn* conn, const char* data, size_t count) {
   conn->node_attached = true;
+  conn->to_js_bytes += count;
   Emit(EventKind::kData, conn->id, std::string(data, count));
 }
 
@@ -209,6 +228,10 @@ void Frontend::OnRead(Conn* conn, ssize_t nread) {
     return;
   }
   conn->last_active_ms = uv_now(&loop);
+  if (conn->lingering) {
+    conn->in.Consume(conn->in.size);  // the rest of a request answered early: read and dropped
+    return;
+  }
 #if defined(TSN_HAVE_NGHTTP2)
   if (conn->grpc != nullptr) {
     conn->in.size += static_cast<size_t>(nread);
@@ -219,25 +242,40 @@ void Frontend::OnRead(Conn* conn, ssize_t nread) {
   if (conn->in.size == 0) conn->request_started_ms = uv_now(&loop);
   conn->in.size += static_cast<size_t>(nread);
   Process(conn->self);
-  // A client that keeps sending while its request is answered waits (as
-  // with Node's server) once a whole request's worth is buffered.
-  if (!conn->closing && conn->busy && conn->in.size > settings.max_body_bytes + http::kMaxHeadBytes) {
-    uv_read_stop(reinterpret_cast<uv_stream_t*>(&conn->handle));
-    conn->reading = false;
+  UpdateReading(conn);
+}
+
+// Whether the connection is read now. Bounded both ways: while a request
+// is answered, no more than kPipelinedBytes of what follows are read ahead
+// (then the client waits, as TCP makes it); bytes handed to Node's parser
+// wait for JS to read them past kUnreadByJsBytes.
+void Frontend::UpdateReading(Conn* conn) {
+  bool want = !conn->closing;
+  if (want && !conn->lingering && conn->grpc == nullptr) {
+    if (conn->to_node) want = conn->to_js_bytes - conn->read_by_js_bytes < kUnreadByJsBytes;
+    else if (conn->busy) want = conn->in.size < kPipelinedBytes;
   }
+  if (want == conn->reading) return;
+  conn->reading = want;
+  if (want) uv_read_start(reinterpret_cast<uv_stream_t*>(&conn->handle), AllocateRead, OnReadDone);
+  else uv_read_stop(reinterpret_cast<uv_stream_t*>(&conn->handle));
 }
 
 // Answers what the connection has read, one request at a time, in order.
 void Frontend::Process(const std::shared_ptr<Conn>& conn) {
   while (!conn->closing && conn->in.size > 0) {
+    if (conn->ending) {  // answered for the last time: what follows is not read
+      conn->in.Consume(conn->in.size);
+      return;
+    }
     if (conn->to_node) {
-      ToNode(conn.get(), conn->in.data.get(), conn->in.size);
-      conn->in.size = 0;
+      ToNode(conn.get(), conn->in.begin(), conn->in.size);
+      conn->in.Consume(conn->in.size);
       return;
     }
     if (conn->busy) return;
     http::RequestHead head;
-    const http::HeadStatus status = http::ParseHead(conn->in.data.get(), conn->in.size, &head);
+    const http::HeadStatus status = http::ParseHead(conn->in.begin(), conn->in.size, &head);
     if (status == http::HeadStatus::kIncomplete) return;
     if (status == http::HeadStatus::kToNode || head.content_length > settings.max_body_bytes) {
       // Node's own parser takes the connection (and answers 400, 413, 431...).
@@ -258,7 +296,7 @@ void Frontend::Process(const std::shared_ptr<Conn>& conn) {
     conn->request_started_ms = uv_now(&loop);
     conn->close_after = head.close;
     if (TryFast(conn, head, total)) continue;
-    ToNode(conn.get(), conn->in.data.get(), total);
+    ToNode(conn.get(), conn->in.begin(), total);
     conn->in.Consume(total);
   }
 }
@@ -355,7 +393,7 @@ bool Frontend::TryFast(const std::shared_ptr<Conn>& conn, const http::RequestHea
     conn->in = Bytes{};
   } else {
     pending->bytes.Reserve(total);
-    std::memcpy(pending->bytes.data.get(), conn->in.data.get(), total);
+    std::memcpy(pending->bytes.begin(), conn->in.begin(), total);
     pending->bytes.size = total;
     conn->in.Consume(total);
   }
@@ -367,12 +405,12 @@ bool Frontend::TryFast(const std::shared_ptr<Conn>& conn, const http::RequestHea
   }
   // Not a plain binary inference, or refused before it ran: the JS front
   // end answers it (its checks, its errors).
-  ToNode(conn.get(), pending->bytes.data.get(), pending->bytes.size);
+  ToNode(conn.get(), pending->bytes.begin(), pending->bytes.size);
   return true;
 }
 
 bool Frontend::SubmitHttp(Pending* pending, const http::RequestHead& head) {
-  const char* body = pending->bytes.data.get() + head.head_bytes;
+  const char* body = pending->bytes.begin() + head.head_bytes;
   // Without Inference-Header-Content-Length the body is all JSON (its
   // tensors then all in shared memory).
   const size_t json_size = head.infer_header_length.value_or(head.content_length);
@@ -638,16 +676,13 @@ void Frontend::Settle(Pending* pending) {
 
 void Frontend::RequestDone(const std::shared_ptr<Conn>& conn) {
   conn->busy = false;
-  if (!conn->reading && !conn->closing) {
-    conn->reading = true;
-    uv_read_start(reinterpret_cast<uv_stream_t*>(&conn->handle), AllocateRead, OnReadDone);
-  }
   conn->last_active_ms = uv_now(&loop);
   if (closing && !conn->to_node) {
     EndAfterWrites(conn);
     return;
   }
   Process(conn);
+  if (!conn->closing) UpdateReading(conn.get());
 }
 
 void Frontend::OnWake() {
@@ -699,6 +734,7 @@ void Frontend::OnWake() {
     if (conn->grpc != nullptr) {
       // JS's side of the connection's session with it.
       GrpcConn& grpc = *conn->grpc;
+      if (command.kind == CommandKind::kRead) continue;  // HTTP/2 flow control paces the session with JS
       if (command.kind == CommandKind::kWrite && grpc.inner != nullptr &&
           h2->session_mem_recv(grpc.inner, reinterpret_cast<const uint8_t*>(command.bytes.data()),
                                command.bytes.size()) < 0)
@@ -714,6 +750,10 @@ void Frontend::OnWake() {
       case CommandKind::kDone: RequestDone(conn); break;
       case CommandKind::kEnd: EndAfterWrites(conn); break;
       case CommandKind::kDestroy: CloseConn(conn.get()); break;
+      case CommandKind::kRead:
+        conn->read_by_js_bytes = std::max(conn->read_by_js_bytes, command.count);
+        UpdateReading(conn.get());
+        break;
     }
   }
   if (close_now || (force && closing)) BeginClose(force);
@@ -734,7 +774,11 @@ void Frontend::Sweep() {
   std::vector<std::shared_ptr<Conn>> idle;
   std::vector<std::shared_ptr<Conn>> slow;
   for (auto& [id, conn] : conns) {
-    if (conn->busy || conn->to_node || conn->grpc != nullptr) continue;
+    if (conn->lingering) {
+      if (now - conn->lingering_since_ms >= kLingerMs) idle.push_back(conn);
+      continue;
+    }
+    if (conn->busy || conn->to_node || conn->ending || conn->grpc != nullptr) continue;
     const uint64_t quiet = now - conn->last_active_ms;
     const uint64_t reading = now - conn->request_started_ms;
     if (conn->in.size == 0) {
@@ -744,8 +788,11 @@ void Frontend::Sweep() {
     }
   }
   for (auto& conn : idle) CloseConn(conn.get());
-  for (auto& conn : slow)
+  for (auto& conn : slow) {
+    conn->in.Consume(conn->in.size);
+    conn->busy = true;  // answered: nothing more is read from it
     WriteText(conn, "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", true);
+  }
 }
 
 void Frontend::BeginClose(bool force) {
@@ -755,7 +802,7 @@ void Frontend::BeginClose(bool force) {
   std::vector<std::shared_ptr<Conn>> idle;
   std::vector<std::shared_ptr<Conn>> calls_open;
   for (auto& [id, conn] : conns) {
-    if (force || (!conn->busy && !conn->to_node && conn->grpc == nullptr)) idle.push_back(conn);
+    if (force || conn->lingering || (!conn->busy && !conn->to_node && conn->grpc == nullptr)) idle.push_back(conn);
     else if (conn->grpc != nullptr) calls_open.push_back(conn);
   }
   for (auto& conn : idle) CloseConn(conn.get());
@@ -793,6 +840,7 @@ class HttpFrontendWrap : public Napi::ObjectWrap<HttpFrontendWrap> {
                            InstanceMethod<&HttpFrontendWrap::Send<CommandKind::kWrite>>("write"),
                            InstanceMethod<&HttpFrontendWrap::Send<CommandKind::kDone>>("done"),
                            InstanceMethod<&HttpFrontendWrap::Send<CommandKind::kEnd>>("end"),
+                           InstanceMethod<&HttpFrontendWrap::Send<CommandKind::kRead>>("read"),
                            InstanceMethod<&HttpFrontendWrap::Send<CommandKind::kDestroy>>("destroy"),
                            InstanceMethod<&HttpFrontendWrap::Drain>("drain"),
                            InstanceMethod<&HttpFrontendWrap::Close>("close"),
@@ -821,6 +869,9 @@ class HttpFrontendWrap : public Napi::ObjectWrap<HttpFrontendWrap> {
     settings.request_timeout_ms = static_cast<uint64_t>(number("requestTimeoutMs", 60000));
     settings.fast_path = options.Get("fastPath").ToBoolean().Value();
     settings.grpc = options.Get("protocol").ToString().Utf8Value() == "grpc";
+    settings.max_concurrent_streams = static_cast<uint32_t>(number("maxConcurrentStreams", settings.max_concurrent_streams));
+    settings.max_header_list_bytes = static_cast<size_t>(number("maxHeaderListBytes", static_cast<double>(settings.max_header_list_bytes)));
+    settings.max_connection_bytes = static_cast<size_t>(number("maxConnectionBytes", static_cast<double>(settings.max_connection_bytes)));
     const std::string host = options.Get("host").ToString().Utf8Value();
     const int port = static_cast<int>(number("port", 0));
 
@@ -918,9 +969,11 @@ class HttpFrontendWrap : public Napi::ObjectWrap<HttpFrontendWrap> {
   Napi::Value Send(const Napi::CallbackInfo& info) {
     if (!frontend_ || joined_) return info.Env().Undefined();
     // Called by lib/kserve/native-http.ts only; still, nothing unchecked reaches the loop.
-    if (!info[0].IsNumber() || (kind == CommandKind::kWrite && !info[1].IsTypedArray()))
-      throw ToJsError(info.Env(), TRITONSERVER_ERROR_INVALID_ARG, "(connection: number, bytes: Uint8Array)");
-    Command command{kind, static_cast<uint64_t>(info[0].As<Napi::Number>().Int64Value()), {}};
+    if (!info[0].IsNumber() || (kind == CommandKind::kWrite && !info[1].IsTypedArray()) ||
+        (kind == CommandKind::kRead && !info[1].IsNumber()))
+      throw ToJsError(info.Env(), TRITONSERVER_ERROR_INVALID_ARG, "(connection: number, bytes: Uint8Array | number)");
+    Command command{kind, static_cast<uint64_t>(info[0].As<Napi::Number>().Int64Value()), {}, 0};
+    if (kind == CommandKind::kRead) command.count = static_cast<uint64_t>(std::max(0.0, info[1].As<Napi::Number>().DoubleValue()));
     if (kind == CommandKind::kWrite) {
       auto bytes = info[1].As<Napi::Uint8Array>();
       command.bytes.assign(reinterpret_cast<const char*>(bytes.Data()), bytes.ByteLength());

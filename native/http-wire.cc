@@ -49,16 +49,55 @@ std::string_view Trim(std::string_view text) {
   return text;
 }
 
+bool IsValueChar(unsigned char c) { return c == '\t' || (c >= ' ' && c < 0x7f); }
+
+// Whether a head not yet ended (no blank line) can still become one that
+// ParseHead reads; false as soon as a byte says it cannot, so that Node's
+// parser answers it at once (400) rather than after the headers timeout.
+bool CanBecomeHead(std::string_view partial) {
+  const size_t n = partial.size();
+  size_t i = 0;
+  auto byte = [&](size_t at) { return static_cast<unsigned char>(partial[at]); };
+  // METHOD SP target SP HTTP/1.1 CRLF
+  size_t method = 0;
+  for (; i < n && partial[i] != ' '; ++i)
+    if (!IsTokenChar(byte(i)) || ++method > 32) return false;
+  if (i == n) return true;
+  if (method == 0) return false;
+  const size_t target = ++i;
+  for (; i < n && partial[i] != ' '; ++i)
+    if (byte(i) <= ' ' || byte(i) >= 0x7f || (i == target && partial[i] != '/')) return false;
+  if (i == n) return true;
+  if (i == target) return false;
+  ++i;
+  for (char expected : std::string_view("HTTP/1.1\r\n")) {
+    if (i == n) return true;
+    if (partial[i++] != expected) return false;
+  }
+  // name: value CRLF, each; a CR at a line's start begins the blank line.
+  while (i < n) {
+    if (partial[i] == '\r') return i + 1 == n;
+    size_t name = 0;
+    for (; i < n && partial[i] != ':'; ++i, ++name)
+      if (!IsTokenChar(byte(i))) return false;
+    if (i == n) return true;
+    if (name == 0) return false;
+    for (++i; i < n && partial[i] != '\r'; ++i)
+      if (!IsValueChar(byte(i))) return false;
+    if (i == n || ++i == n) return true;
+    if (partial[i++] != '\n') return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 HeadStatus ParseHead(const char* data, size_t size, RequestHead* head) {
   const std::string_view all(data, size < kMaxHeadBytes ? size : kMaxHeadBytes);
   const size_t end = all.find("\r\n\r\n");
   if (end == std::string_view::npos) {
-    // A bare LF (or a head past the limit) is for Node to judge, not to wait on.
-    for (size_t i = 0; i < all.size(); ++i)
-      if (all[i] == '\n' && (i == 0 || all[i - 1] != '\r')) return HeadStatus::kToNode;
-    return size >= kMaxHeadBytes ? HeadStatus::kToNode : HeadStatus::kIncomplete;
+    // Bytes that cannot become a head (or a head past the limit) are for Node to judge, not to wait on.
+    return size >= kMaxHeadBytes || !CanBecomeHead(all) ? HeadStatus::kToNode : HeadStatus::kIncomplete;
   }
   *head = RequestHead{};
   head->head_bytes = end + 4;
@@ -182,6 +221,9 @@ class JsonReader {
 
  private:
   static constexpr int kMaxDepth = 32;
+  // Keys are compared pairwise (duplicates are JS's to judge): few per object.
+  static constexpr size_t kMaxMembers = 64;
+  static constexpr size_t kMaxItems = kMaxFastTensors;
 
   void Space() {
     while (p_ < end_ && (*p_ == ' ' || *p_ == '\t' || *p_ == '\n' || *p_ == '\r')) ++p_;
@@ -217,6 +259,7 @@ class JsonReader {
       Space();
       std::string key;
       if (p_ == end_ || *p_ != '"' || !String(&key)) return false;
+      if (out->members.size() == kMaxMembers) return false;
       for (const auto& member : out->members)
         if (member.first == key) return false;  // duplicate keys: JS decides
       Space();
@@ -237,6 +280,7 @@ class JsonReader {
     Space();
     if (p_ < end_ && *p_ == ']') { ++p_; return true; }
     for (;;) {
+      if (out->items.size() == kMaxItems) return false;
       out->items.emplace_back();
       if (!Value(&out->items.back(), depth + 1)) return false;
       Space();
@@ -357,8 +401,23 @@ std::optional<FastSharedMemory> ReadSharedMemory(const Json& parameters) {
 
 }  // namespace
 
+bool TensorBytes(const std::vector<int64_t>& shape, size_t element_size, uint64_t* bytes) {
+  if (shape.size() > kMaxFastDims) return false;
+  uint64_t elements = 1;
+  for (int64_t dim : shape) {
+    if (dim < 0) return false;
+    // Checked before multiplying: [2^32, 2^32] must not wrap to 0.
+    if (dim != 0 && elements > kMaxFastElements / static_cast<uint64_t>(dim)) return false;
+    elements *= static_cast<uint64_t>(dim);
+  }
+  *bytes = elements * element_size;
+  return true;
+}
+
 bool ReadFastRequest(const char* json, size_t json_size, const char* binary,
                      size_t binary_size, FastRequest* request) {
+  // A header this large is not a binary request's: the JS front end reads it (no tree built here).
+  if (json_size > kMaxFastHeaderBytes) return false;
   Json root;
   if (!JsonReader(json, json_size).ReadDocument(&root)) return false;
   if (!OnlyKeys(root, {"id", "parameters", "inputs", "outputs"})) return false;
@@ -397,16 +456,13 @@ bool ReadFastRequest(const char* json, size_t json_size, const char* binary,
     FastInput fast;
     fast.name = name->text;
     fast.datatype = type->type;
-    uint64_t elements = 1;
+    if (shape->items.size() > kMaxFastDims) return false;
     for (const Json& dim : shape->items) {
-      if (dim.kind != Json::kNumber || !dim.integer || dim.int_value < 0 ||
-          dim.int_value > (int64_t{1} << 40))
-        return false;
+      if (dim.kind != Json::kNumber || !dim.integer || dim.int_value < 0) return false;
       fast.shape.push_back(dim.int_value);
-      elements *= static_cast<uint64_t>(dim.int_value);
-      if (elements > (uint64_t{1} << 48)) return false;
     }
-    const uint64_t bytes = elements * type->size;
+    uint64_t bytes = 0;
+    if (!TensorBytes(fast.shape, type->size, &bytes)) return false;
     if (parameters->Member("shared_memory_region") != nullptr) {
       fast.shared_memory = ReadSharedMemory(*parameters);
       if (!fast.shared_memory || fast.shared_memory->byte_size != bytes) return false;

@@ -66,6 +66,22 @@ struct FastOutput {
   std::optional<FastSharedMemory> shared_memory;  // else binary in the body
 };
 
+// The largest JSON inference header read here (a binary request's is a few
+// hundred bytes); larger ones go to the JS front end. It bounds the parse
+// tree this reader builds, and its time on the front end's loop.
+inline constexpr size_t kMaxFastHeaderBytes = 64 * 1024;
+// The most dimensions and elements of a tensor read here (Triton's own
+// shapes stay far below both).
+inline constexpr size_t kMaxFastDims = 64;
+inline constexpr uint64_t kMaxFastElements = uint64_t{1} << 48;
+// The most inputs or outputs of a request read here (their names are compared pairwise).
+inline constexpr size_t kMaxFastTensors = 256;
+
+// A tensor's size in bytes from its shape, checked for overflow; false for
+// a negative dimension, more than kMaxFastDims, or more than
+// kMaxFastElements elements (at any step, zero dimensions or not).
+bool TensorBytes(const std::vector<int64_t>& shape, size_t element_size, uint64_t* bytes);
+
 struct FastRequest {
   std::string id;
   std::vector<FastInput> inputs;

@@ -169,6 +169,17 @@ describe('HTTP system shared memory', () => {
     expect(Array.from(new Float32Array(out.buffer.slice(out.byteOffset, out.byteOffset + 64)))).toEqual(values.map((v) => v * 2));
   });
 
+  it('writes an output over its own input when both name one range of a region', async () => {
+    const seg = segment(4096);
+    seg.write(0, float32Bytes(values));
+    await http('/v2/systemsharedmemory/region/in_place/register', { key: seg.key, offset: 0, byte_size: 64 });
+    const shared = { shared_memory_region: 'in_place', shared_memory_byte_size: 64 };
+    const reply = await http('/v2/models/identity_fp32/infer', httpShmRequest(shared, shared));
+    expect(reply.status).toBe(200);
+    expect((reply.body as { outputs: unknown }).outputs).toEqual([{ name: 'OUTPUT0', datatype: 'FP32', shape: [1, 16] }]);
+    expect(seg.readFloat32(0, 16)).toEqual(values);
+  });
+
   it('answers bad shared memory tensors with Triton’s statuses and messages', async () => {
     const seg = segment(4096);
     seg.write(0, float32Bytes(values));

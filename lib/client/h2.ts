@@ -216,8 +216,12 @@ export class GrpcConnection {
       }
     });
     stream.on('data', (chunk: Buffer) => {
-      if (ended || deframer.push(chunk) === undefined) return;
-      status = { code: STATUS.RESOURCE_EXHAUSTED, message: `a response message is larger than maxMessageBytes (${this.#options.maxMessageBytes})` };
+      const fault = ended ? undefined : deframer.push(chunk);
+      if (fault === undefined) return;
+      status =
+        'tooLarge' in fault
+          ? { code: STATUS.RESOURCE_EXHAUSTED, message: `a response message is larger than maxMessageBytes (${this.#options.maxMessageBytes})` }
+          : { code: STATUS.INTERNAL, message: `a response message's compressed flag is ${fault.badFlag}: only 0 and 1 are defined` };
       stream.close(http2.constants.NGHTTP2_CANCEL);
     });
     stream.on('trailers', (h) => {

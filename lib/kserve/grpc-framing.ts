@@ -72,6 +72,9 @@ export function framePrefixed(message: Buffer): Buffer {
 }
 
 /** Splits a stream of DATA into gRPC messages. */
+/** A message the reader cannot take: longer than its limit, or with a compressed-flag byte other than 0 or 1. */
+export type FramingFault = { tooLarge: number } | { badFlag: number };
+
 export class Deframer {
   #chunks: Buffer[] = [];
   #buffered = 0;
@@ -86,8 +89,8 @@ export class Deframer {
     return this.#buffered;
   }
 
-  /** The length of a message past the limit (the call must end), else undefined. */
-  push(chunk: Buffer): number | undefined {
+  /** Why the call must end (a message past the limit, a compressed flag not 0 or 1), else undefined. */
+  push(chunk: Buffer): FramingFault | undefined {
     this.#chunks.push(chunk);
     this.#buffered += chunk.length;
     for (;;) {
@@ -97,9 +100,11 @@ export class Deframer {
         head = Buffer.concat(this.#chunks);
         this.#chunks = [head];
       }
-      const compressed = head[0] === 1;
+      const flag = head[0]!;
+      if (flag > 1) return { badFlag: flag };
+      const compressed = flag === 1;
       const length = head.readUInt32BE(1);
-      if (length > this.limit) return length;
+      if (length > this.limit) return { tooLarge: length };
       if (this.#buffered < 5 + length) return undefined;
       let message: Buffer;
       if (head.length >= 5 + length) {

@@ -101,6 +101,9 @@ export interface GrpcListenOptions {
   tls?: Record<string, unknown> | undefined;
   credentials?: unknown;
   maxReceiveMessageBytes?: number | undefined;
+  maxConcurrentStreams: number;
+  maxHeaderListBytes: number;
+  maxConnectionBytes?: number | undefined;
   responseCompression: 'none' | 'gzip' | 'deflate';
   engine?: 'node' | 'native' | undefined;
 }
@@ -289,6 +292,24 @@ function acceptsEncoding(header: string | string[] | undefined, encoding: string
   return String(header ?? '').split(',').some((name) => name.trim() === encoding);
 }
 
+/**
+ * Bytes of answers written to a connection's streams that have not gone out
+ * yet: a client that never opens its flow-control window holds them. Past
+ * the connection's budget it gets no new call (as the native engine).
+ */
+const unsentBytes = new WeakMap<http2.Http2Session, number>();
+
+/** Counts `bytes` as unsent on the stream's session; the callback they are written with uncounts them. */
+function holdUnsent(stream: ServerHttp2Stream, bytes: number, then?: (error?: Error | null) => void): (error?: Error | null) => void {
+  const session = stream.session;
+  if (session === undefined) return (error) => then?.(error);
+  unsentBytes.set(session, (unsentBytes.get(session) ?? 0) + bytes);
+  return (error) => {
+    unsentBytes.set(session, (unsentBytes.get(session) ?? 0) - bytes);
+    then?.(error);
+  };
+}
+
 const gunzipAsync = promisify(gunzip);
 const inflateAsync = promisify(inflate);
 const gzipAsync = promisify(gzip);
@@ -426,19 +447,21 @@ class Call {
     this.#respond();
     const compression = this.#compression;
     if (compression === undefined) {
+      const framed = framePrefixed(message);
       if (last) {
         this.#ended = true;
         this.#finish();
-        this.stream.end(framePrefixed(message), written === undefined ? undefined : (error?: Error | null) => error ? undefined : written());
+        this.stream.end(framed, holdUnsent(this.stream, framed.byteLength, (error) => (error ? undefined : written?.())));
       } else {
-        this.stream.write(framePrefixed(message));
+        this.stream.write(framed, holdUnsent(this.stream, framed.byteLength));
       }
       return;
     }
     this.#writing = this.#writing.then(async () => {
       const packed = await (compression === 'gzip' ? gzipAsync : deflateAsync)(message.subarray(5));
       written?.();
-      if (!this.stream.closed) this.stream.write(frame(packed, true));
+      const framed = frame(packed, true);
+      if (!this.stream.closed) this.stream.write(framed, holdUnsent(this.stream, framed.byteLength));
     });
     if (last) this.end();
   }
@@ -536,8 +559,13 @@ class Call {
     const deframer = new Deframer(limit, deliver);
     this.stream.on('data', (chunk: Buffer) => {
       if (this.#ended) return;
-      const tooLarge = deframer.push(chunk);
-      if (tooLarge !== undefined) this.fail({ code: STATUS.RESOURCE_EXHAUSTED, message: `Received message larger than max (${tooLarge} vs. ${limit})` });
+      const fault = deframer.push(chunk);
+      if (fault === undefined) return;
+      this.fail(
+        'tooLarge' in fault
+          ? { code: STATUS.RESOURCE_EXHAUSTED, message: `Received message larger than max (${fault.tooLarge} vs. ${limit})` }
+          : { code: STATUS.INTERNAL, message: `a message's compressed flag is ${fault.badFlag}: only 0 and 1 are defined` },
+      );
     });
     const finish = (): void => {
       if (this.#ended) return;
@@ -560,6 +588,16 @@ function credentialsAsTls(credentials: unknown): Record<string, unknown> | undef
   return { ...(c._getConstructorOptions?.() ?? {}), ...(c._getSecureContextOptions?.() ?? {}) };
 }
 
+/** What one connection may take of the server, with the defaults of the options (lib/kserve/options.ts). */
+function connectionBudget(listen: GrpcListenOptions, limit: number): { maxConcurrentStreams: number; maxHeaderListBytes: number; maxConnectionBytes: number } {
+  return {
+    maxConcurrentStreams: listen.maxConcurrentStreams,
+    maxHeaderListBytes: listen.maxHeaderListBytes,
+    // Room for a largest message both ways, twice.
+    maxConnectionBytes: listen.maxConnectionBytes ?? Math.max(64 * 1024 * 1024, 4 * limit),
+  };
+}
+
 /** Starts the gRPC listener. */
 export async function startGrpc(
   server: Server,
@@ -569,9 +607,15 @@ export async function startGrpc(
   const messages = await loadInferenceMessages('serving KServe gRPC');
   const limit = listen.maxReceiveMessageBytes ?? options.maxBodyBytes;
   const tls = listen.tls ?? credentialsAsTls(listen.credentials);
-  const settings = { initialWindowSize: STREAM_WINDOW_BYTES, maxFrameSize: 1024 * 1024 };
-  // maxSessionMemory (MB) bounds what one connection may have buffered: room for a largest message both ways.
-  const maxSessionMemory = Math.max(64, Math.ceil((4 * limit) / (1024 * 1024)));
+  const budget = connectionBudget(listen, limit);
+  const settings = {
+    initialWindowSize: STREAM_WINDOW_BYTES,
+    maxFrameSize: 1024 * 1024,
+    maxConcurrentStreams: budget.maxConcurrentStreams,
+    maxHeaderListSize: budget.maxHeaderListBytes,
+  };
+  // maxSessionMemory (MB) bounds what one connection may have buffered on Node's side; unsentBytes its answers.
+  const maxSessionMemory = Math.ceil(budget.maxConnectionBytes / (1024 * 1024));
   const h2 = tls === undefined
     ? http2.createServer({ settings, maxSessionMemory })
     : http2.createSecureServer({ ...(tls as http2.SecureServerOptions), settings, maxSessionMemory, allowHTTP1: false });
@@ -793,6 +837,10 @@ export async function startGrpc(
     session.once('remoteSettings', () => session.setLocalWindowSize(CONNECTION_WINDOW_BYTES));
   });
   h2.on('stream', (stream, headers) => {
+    if (stream.session !== undefined && (unsentBytes.get(stream.session) ?? 0) > budget.maxConnectionBytes) {
+      stream.close(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM);
+      return;
+    }
     const path = String(headers[':path'] ?? '');
     const method = path.startsWith(SERVICE_PREFIX) ? path.slice(SERVICE_PREFIX.length) : '';
     const done = tracker.begin();
@@ -845,6 +893,7 @@ export async function startGrpc(
     host: listen.host,
     port: listen.port,
     maxBodyBytes: limit,
+    ...budget,
     // What JS must see or time itself (authorize, a time cap, compressed answers) goes to it.
     fastPath: options.authorize === undefined && options.inferTimeoutMs === undefined && listen.responseCompression === 'none',
   });
@@ -897,7 +946,7 @@ async function listenNativeGrpc(
   h2: http2.Http2Server | http2.Http2SecureServer,
   engine: GrpcListenOptions['engine'],
   secure: boolean,
-  settings: Pick<NativeListenerSettings, 'protocol' | 'host' | 'port' | 'maxBodyBytes' | 'fastPath'>,
+  settings: Pick<NativeListenerSettings, 'protocol' | 'host' | 'port' | 'maxBodyBytes' | 'fastPath' | 'maxConcurrentStreams' | 'maxHeaderListBytes' | 'maxConnectionBytes'>,
 ): Promise<NativeListener | undefined> {
   if (engine === 'native' && secure) {
     throw new TritonError('INVALID_ARG', "the native gRPC engine does not serve TLS (use engine: 'node' with secure credentials)");

@@ -137,8 +137,13 @@ function sendEmpty(res: ServerResponse, status: number): void {
  * inputs then become TypedArrays over it without a copy.
  */
 function readBody(req: IncomingMessage, limit: number, headerLength: number | undefined): Promise<Buffer> {
+  const rawLength = req.headers['content-length'] === undefined ? undefined : Number(req.headers['content-length']);
+  // Refused before its end, the rest of a body sent within the limit (one that inflates past it,
+  // say) is read and dropped and the connection kept: closing with it unread would reset the
+  // connection, and the answer with it. A body declared past the limit is not waited for.
+  const closeAfter = rawLength !== undefined && rawLength > limit;
   const tooLarge = (size: number): HttpError =>
-    new HttpError(400, `request size of ${size} bytes exceeds the maximum allowed input size of ${limit} bytes`, true);
+    new HttpError(400, `request size of ${size} bytes exceeds the maximum allowed input size of ${limit} bytes`, closeAfter);
   /** Room for up to 7 bytes in front, chosen so that the binary part lands 8-byte aligned. */
   const allocate = (size: number): { buffer: Buffer; pad: number } => {
     if (headerLength === undefined) return { buffer: Buffer.allocUnsafe(size), pad: 0 };
@@ -155,7 +160,8 @@ function readBody(req: IncomingMessage, limit: number, headerLength: number | un
       return;
     }
     if (encoding !== 'identity' && encoding !== 'gzip' && encoding !== 'deflate') {
-      reject(new HttpError(415, `unsupported Content-Encoding '${encoding}': use gzip or deflate`, true));
+      req.resume();
+      reject(new HttpError(415, `unsupported Content-Encoding '${encoding}': use gzip or deflate`, closeAfter));
       return;
     }
     if (declared !== undefined && declared > limit) {
@@ -187,7 +193,7 @@ function readBody(req: IncomingMessage, limit: number, headerLength: number | un
       received += chunk.byteLength;
     };
     source.on('data', onData);
-    inflater?.once('error', (error) => fail(new HttpError(400, `failed to decompress the ${encoding} request body: ${error.message}`, true)));
+    inflater?.once('error', (error) => fail(new HttpError(400, `failed to decompress the ${encoding} request body: ${error.message}`, closeAfter)));
     source.once('end', () => {
       if (target === undefined) {
         target = allocate(received);
@@ -255,10 +261,16 @@ export function kserveHandler(server: Server, options: KServeHandlerOptions = {}
     }
     const done = tracker.begin();
     res.once('close', done);
-    routes.handle(req, res, path).catch((error: unknown) => {
-      if (error instanceof HttpError && error.closeConnection && !res.headersSent) res.setHeader('Connection', 'close');
-      sendError(res, error);
-    });
+    routes
+      .handle(req, res, path)
+      .catch((error: unknown) => {
+        if (error instanceof HttpError && error.closeConnection && !res.headersSent) res.setHeader('Connection', 'close');
+        sendError(res, error);
+      })
+      // Answered: a pipelined answer still queued behind others gets no 'close' if its connection dies.
+      .finally(() => {
+        if (res.writableEnded) done();
+      });
   };
   Object.defineProperty(handler, 'inFlight', { get: () => tracker.count });
   Object.defineProperty(handler, 'drain', { value: () => tracker.drain() });

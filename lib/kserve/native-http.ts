@@ -16,8 +16,13 @@ import { native, NATIVE_HTTP_EVENT, type NativeHttpEvent, type NativeHttpFronten
 import { nativeServerOf, type Server } from '../server.js';
 import type { KServeHandler } from './http.js';
 
+/** JS tells the addon how much it has read once this much more was read (it reads on while less than 1 MiB is unread). */
+const READ_REPORT_BYTES = 256 * 1024;
+
 /** Node's side of one connection the addon accepted. */
 export class NativeSocket extends Duplex {
+  #received = 0;
+  #reported = 0;
   /** The addon closed it (the client went): nothing to tell it back. */
   #closedNatively = false;
   #timer: NodeJS.Timeout | undefined;
@@ -34,6 +39,7 @@ export class NativeSocket extends Duplex {
 
   received(bytes: Buffer): void {
     this.#touch();
+    this.#received += bytes.byteLength;
     this.push(bytes);
   }
 
@@ -42,7 +48,12 @@ export class NativeSocket extends Duplex {
     this.destroy();
   }
 
-  override _read(): void {}
+  // Node's parser wants more: the addon, which stops reading a connection whose bytes JS has not read, may go on.
+  override _read(): void {
+    if (this.#received - this.#reported < READ_REPORT_BYTES) return;
+    this.#reported = this.#received;
+    if (!this.#closedNatively) this.frontend.read(this.connection, this.#received);
+  }
 
   override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
     this.#touch();
@@ -97,6 +108,10 @@ export interface NativeListenerSettings {
    * must see each one; `inferTimeoutMs` is the JS request's timer).
    */
   fastPath: boolean;
+  /** gRPC: what one connection may take (lib/kserve/options.ts). */
+  maxConcurrentStreams?: number;
+  maxHeaderListBytes?: number;
+  maxConnectionBytes?: number;
 }
 
 export interface NativeListener {
@@ -154,6 +169,9 @@ export async function openNativeListener(
       headersTimeoutMs: settings.headersTimeoutMs,
       requestTimeoutMs: settings.requestTimeoutMs,
       fastPath: settings.fastPath,
+      ...(settings.maxConcurrentStreams === undefined ? {} : { maxConcurrentStreams: settings.maxConcurrentStreams }),
+      ...(settings.maxHeaderListBytes === undefined ? {} : { maxHeaderListBytes: settings.maxHeaderListBytes }),
+      ...(settings.maxConnectionBytes === undefined ? {} : { maxConnectionBytes: settings.maxConnectionBytes }),
     },
     onEvent,
   );

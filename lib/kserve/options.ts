@@ -113,6 +113,26 @@ export const kserveGrpcListenSchema = z.strictObject({
   /** Largest message received, in bytes (default: `maxBodyBytes`). */
   maxReceiveMessageBytes: z.number().int().positive().optional(),
   /**
+   * Calls one connection may have open at once (HTTP/2
+   * SETTINGS_MAX_CONCURRENT_STREAMS); more are refused (REFUSED_STREAM) and
+   * clients queue them. Default 1000. Triton's gRPC server sets none;
+   * see docs/security.md.
+   */
+  maxConcurrentStreams: z.number().int().min(1).max(2 ** 31 - 1).default(1000),
+  /**
+   * Largest header list (metadata) of a call, in bytes as HTTP/2 counts it
+   * (name + value + 32 per header; SETTINGS_MAX_HEADER_LIST_SIZE); a larger
+   * one resets the call (ENHANCE_YOUR_CALM). Default 16 KiB, gRPC's own hard limit.
+   */
+  maxHeaderListBytes: z.number().int().min(1024).max(2 ** 31 - 1).default(16 * 1024),
+  /**
+   * Bytes one connection may hold at once, both ways: calls being read,
+   * answers its client has not read (its flow-control window closed). Past
+   * it, new calls are refused (ENHANCE_YOUR_CALM) until it reads.
+   * Default: 4 largest messages, at least 64 MiB.
+   */
+  maxConnectionBytes: z.number().int().positive().optional(),
+  /**
    * Who reads the connections: `native` (the addon, on a thread of its own,
    * speaks HTTP/2 with nghttp2, answers plain ModelInfer calls (raw tensors)
    * with Triton's C API and passes every other call on to the JS server) or

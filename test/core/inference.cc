@@ -525,7 +525,9 @@ ExecContext::Send(
         break;
       }
       if (size > 0) {
-        std::memcpy(o.base, t.data(), size);
+        // An output may be placed over its own input (both named in one
+        // shared memory region): the ranges may overlap.
+        std::memmove(o.base, t.data(), size);
       }
       resp->outputs.push_back(std::move(o));
     }
