@@ -345,6 +345,7 @@ void Frontend::GrpcFlush(Conn* conn) {
     out.append(reinterpret_cast<const char*>(data), static_cast<size_t>(size));
   }
   if (!out.empty()) WriteText(conn->self, std::move(out), false);
+  if (conn->closing) return;  // the write failed: CloseConn deleted the sessions
   if (grpc.inner != nullptr) {
     std::string to_js;
     for (;;) {

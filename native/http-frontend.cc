@@ -177,7 +177,7 @@ void Frontend::Write(const std::shared_ptr<Conn>& conn, Outgoing* out) {
 }
 
 void Frontend::WriteText(const std::shared_ptr<Conn>& conn, std::string bytes, bool close_after) {
-  if (conn->closing) return;
+  if (conn->closing || conn->ending) return;  // its write side is shut (or shutting) down
   auto* out = new Outgoing();
   out->head = std::move(bytes);
   out->bufs.push_back(uv_buf_init(out->head.data(), static_cast<unsigned>(out->head.size())));
