@@ -344,7 +344,9 @@ function loadAddon(): NativeAddon {
   const load = require('node-gyp-build') as (dir: string) => NativeAddon;
   let addon: NativeAddon;
   try {
-    addon = load(packageRoot());
+    // A build of the addon's own (a sanitizer or debug build) in place of the prebuild or local build.
+    const override = process.env.TRITONSERVER_NODE_ADDON;
+    addon = override ? (require(override) as NativeAddon) : load(packageRoot());
   } catch (error) {
     // No prebuild for this platform and no local build: npm 11 skips a
     // dependency's install script (the fallback compile) until approved.
