@@ -69,7 +69,9 @@ class BlockPool {
     }
     if (header == nullptr) {
       const size_t capacity = size_class == kUnpooled ? bytes : BytesOf(size_class);
-      header = static_cast<BufferHeader*>(std::malloc(kHeaderSize + capacity));
+      // malloc aligns to 16 bytes only: the header (and the tensor bytes after it) want 64.
+      const size_t total = (kHeaderSize + capacity + alignof(BufferHeader) - 1) / alignof(BufferHeader) * alignof(BufferHeader);
+      header = static_cast<BufferHeader*>(std::aligned_alloc(alignof(BufferHeader), total));
       if (header == nullptr) return nullptr;
       header->size_class = size_class;
     }
