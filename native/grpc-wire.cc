@@ -65,13 +65,16 @@ bool ReadVersion(std::string_view text, int64_t* version) {
   return true;
 }
 
-// Strings the JS front end would decode with replacement characters go to it.
-bool ValidUtf8(std::string_view text) {
+// Names and ids taken here: valid UTF-8 without NUL. The JS front end
+// decodes others with replacement characters, and refuses NULs (which the
+// C API would cut a name at).
+bool PlainText(std::string_view text) {
   size_t i = 0;
   while (i < text.size()) {
     const auto c = static_cast<unsigned char>(text[i]);
     size_t more = 0;
     uint32_t point = 0;
+    if (c == 0) return false;
     if (c < 0x80) { ++i; continue; }
     if (c >= 0xc2 && c <= 0xdf) { more = 1; point = c & 0x1f; }
     else if (c >= 0xe0 && c <= 0xef) { more = 2; point = c & 0x0f; }
@@ -129,7 +132,7 @@ bool ReadSharedMemory(std::string_view entry, std::optional<http::FastSharedMemo
   if (!*range) *range = http::FastSharedMemory{};
   const bool whole = parameter.field == 2 && parameter.number <= (uint64_t{1} << 53);
   if (parameter.key == "shared_memory_region" && parameter.field == 3 && !parameter.text.empty() &&
-      ValidUtf8(parameter.text)) {
+      PlainText(parameter.text)) {
     (*range)->region.assign(parameter.text);
   } else if (parameter.key == "shared_memory_byte_size" && whole) {
     (*range)->byte_size = parameter.number;
@@ -164,7 +167,7 @@ bool ReadInput(std::string_view message, http::FastInput* input, uint64_t* bytes
     if (!reader.Key(&field, &type)) return false;
     std::string_view value;
     if (field == 1 && type == kLength) {
-      if (!reader.Length(&value) || !ValidUtf8(value)) return false;
+      if (!reader.Length(&value) || !PlainText(value)) return false;
       input->name.assign(value);
     } else if (field == 2 && type == kLength) {
       if (!reader.Length(&datatype)) return false;
@@ -208,7 +211,7 @@ bool ReadOutput(std::string_view message, http::FastOutput* output) {
     int type = 0;
     std::string_view value;
     if (!reader.Key(&field, &type) || type != kLength || !reader.Length(&value)) return false;
-    if (field == 1 && ValidUtf8(value)) output->name.assign(value);
+    if (field == 1 && PlainText(value)) output->name.assign(value);
     else if (field != 2 || !ReadSharedMemory(value, &output->shared_memory, &sized)) return false;
   }
   return !output->name.empty() && (!output->shared_memory || (!output->shared_memory->region.empty() && sized));
@@ -288,14 +291,14 @@ bool ReadInferRequest(const char* message, size_t size, InferRequest* request) {
     if (!reader.Key(&field, &type) || type != kLength || !reader.Length(&value)) return false;
     switch (field) {
       case 1:
-        if (!ValidUtf8(value)) return false;
+        if (!PlainText(value)) return false;
         request->model.assign(value);
         break;
       case 2:
         if (!ReadVersion(value, &request->version)) return false;
         break;
       case 3:
-        if (!ValidUtf8(value)) return false;
+        if (!PlainText(value)) return false;
         request->id.assign(value);
         break;
       case 4:

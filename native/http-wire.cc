@@ -122,6 +122,7 @@ HeadStatus ParseHead(const char* data, size_t size, RequestHead* head) {
   }
 
   bool have_length = false;
+  bool have_host = false;
   while (!rest.empty()) {
     eol = rest.find("\r\n");
     line = rest.substr(0, eol);
@@ -137,7 +138,10 @@ HeadStatus ParseHead(const char* data, size_t size, RequestHead* head) {
       if ((u < ' ' && u != '\t') || u == 0x7f || u >= 0x80 || c == '\n' || c == '\r')
         return HeadStatus::kToNode;
     }
-    if (EqualsIgnoreCase(name, "content-length")) {
+    if (EqualsIgnoreCase(name, "host")) {
+      if (have_host) return HeadStatus::kToNode;
+      have_host = true;
+    } else if (EqualsIgnoreCase(name, "content-length")) {
       const auto length = ParseSize(value);
       if (have_length || !length) return HeadStatus::kToNode;
       have_length = true;
@@ -159,7 +163,7 @@ HeadStatus ParseHead(const char* data, size_t size, RequestHead* head) {
         head->plain_infer_ok = false;
     }
   }
-  return HeadStatus::kComplete;
+  return have_host ? HeadStatus::kComplete : HeadStatus::kToNode;
 }
 
 bool InferTarget(std::string_view target, std::string* model, int64_t* version) {

@@ -36,8 +36,9 @@ enum class HeadStatus {
 };
 
 // Reads the head at the start of `data`. Strict on purpose: HTTP/1.1 only,
-// CRLF line ends, no Transfer-Encoding, Expect or Upgrade, one numeric
-// Content-Length at most; anything else is kToNode.
+// CRLF line ends, exactly one Host (Node answers 400 without it), no
+// Transfer-Encoding, Expect or Upgrade, one numeric Content-Length at most;
+// anything else is kToNode.
 HeadStatus ParseHead(const char* data, size_t size, RequestHead* head);
 
 // The model of a `/v2/models/NAME[/versions/N]/infer` target whose name needs

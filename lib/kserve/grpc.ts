@@ -310,6 +310,9 @@ function holdUnsent(stream: ServerHttp2Stream, bytes: number, then?: (error?: Er
   };
 }
 
+/** The longest delay setTimeout takes (2^31 - 1 ms); a longer one fires at once. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 const gunzipAsync = promisify(gunzip);
 const inflateAsync = promisify(inflate);
 const gzipAsync = promisify(gzip);
@@ -391,7 +394,8 @@ class Call {
     });
     stream.on('error', () => undefined); // a reset stream: 'close' follows
     const timeout = parseGrpcTimeout(headers['grpc-timeout']);
-    if (timeout !== undefined) {
+    // Past setTimeout's range (about 24.8 days) Node would fire at once: such a deadline never comes.
+    if (timeout !== undefined && timeout <= MAX_TIMER_MS) {
       this.#timer = setTimeout(() => {
         this.#controller.abort(new TritonError('CANCELLED', 'Deadline Exceeded'));
         this.fail({ code: STATUS.DEADLINE_EXCEEDED, message: 'Deadline Exceeded' });
