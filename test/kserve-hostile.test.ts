@@ -37,7 +37,7 @@ const frontends = new Map<Engine, KServeFrontends>();
 const opened: KServeFrontends[] = [];
 
 beforeAll(async () => {
-  server = await startServer({ startupModels: ['identity_fp32'] });
+  server = await startServer({ startupModels: ['identity_fp32', 'slow'] });
   for (const engine of ENGINES) frontends.set(engine, await serveKServe(server, { http: { port: 0, engine }, grpc: { port: 0, engine } }));
 });
 
@@ -174,6 +174,14 @@ describe.each(ENGINES)('HTTP, %s engine', (engine) => {
     expect(text).toMatch(/HTTP\/1\.1 200 OK[\s\S]*$/);
   });
 
+  it('answers an HTTP/1.1 request without Host 400, as Node does', async () => {
+    const header = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 1], parameters: { binary_data_size: 4 } }], parameters: { binary_data_output: true } });
+    const withHost = httpInfer(header, f32([1]));
+    const withoutHost = Buffer.from(withHost.toString('latin1').replace('Host: test\r\n', ''), 'latin1');
+    expect((await exchange(httpPort(engine), withHost)).status).toBe(200);
+    expect((await exchange(httpPort(engine), withoutHost)).status).toBe(400);
+  });
+
   it('checks a shape’s element count before it overflows ([2^32, 2^32] is not zero bytes)', async () => {
     const header = JSON.stringify({
       inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [4294967296, 4294967296], parameters: { binary_data_size: 0 } }],
@@ -264,11 +272,11 @@ interface CallAnswer {
 }
 
 /** One ModelInfer call with `body` as its DATA (a framed message, or not). */
-async function grpcCall(port: number, body: Buffer): Promise<CallAnswer> {
+async function grpcCall(port: number, body: Buffer, headers: http2.OutgoingHttpHeaders = {}): Promise<CallAnswer> {
   const session = http2.connect(`http://127.0.0.1:${port}`);
   session.on('error', () => undefined);
   try {
-    const stream = session.request({ ':method': 'POST', ':path': MODEL_INFER, 'content-type': 'application/grpc', te: 'trailers' });
+    const stream = session.request({ ':method': 'POST', ':path': MODEL_INFER, 'content-type': 'application/grpc', te: 'trailers', ...headers });
     stream.end(body);
     return await new Promise<CallAnswer>((resolve, reject) => {
       let headers: http2.IncomingHttpHeaders = {};
@@ -379,9 +387,29 @@ describe.each(ENGINES)('gRPC, %s engine', (engine) => {
     expect(answer.data.length).toBe(0);
   });
 
-  it('answers as the node engine does: a request id that is not UTF-8, a shape that overflows', async () => {
+  it('takes a deadline past setTimeout’s range as none (600 hours)', async () => {
+    const slow = encodeModelInferRequest({
+      model_name: 'slow',
+      model_version: '',
+      id: '',
+      parameters: {},
+      outputs: [],
+      inputs: [
+        { name: 'INPUT0', datatype: 'FP32', shape: [1], bytes: f32([7]) },
+        { name: 'DELAY_MS', datatype: 'UINT32', shape: [1], bytes: Buffer.from(new Uint32Array([200]).buffer) },
+      ],
+    });
+    const answer = await grpcCall(grpcPort(engine), grpcMessage(slow), { 'grpc-timeout': '600H' });
+    expect(statusOf(answer)).toBe('0');
+    expect(answer.data.subarray(-4).equals(f32([7]))).toBe(true);
+  });
+
+  it('answers as the node engine does: a request id that is not UTF-8, names with a NUL, a shape that overflows', async () => {
     for (const message of [
       notUtf8Id(inferMessage({ id: 'id-marker' })),
+      inferMessage({ model_name: 'identity_fp32\u0000x' }),
+      inferMessage({ id: 'a\u0000b' }),
+      inferMessage({ inputs: [{ name: 'INPUT0\u0000', datatype: 'FP32', shape: [1, 2], bytes: f32([1, 2]) }] }),
       inferMessage({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [4294967296, 4294967296], bytes: Buffer.alloc(0) }] }),
     ]) {
       const mine = await grpcCall(grpcPort(engine), grpcMessage(message));
