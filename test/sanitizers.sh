@@ -13,8 +13,8 @@ sanitize+=" -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 
 # The addon: node-gyp builds into the folder it runs in, so in a copy of its sources.
 mkdir -p "$out/addon"
-cp binding.gyp package.json "$out/addon/"
-rm -rf "$out/addon/native" && cp -r native "$out/addon/"
+cp -p binding.gyp package.json "$out/addon/"
+rm -rf "$out/addon/native" && cp -rp native "$out/addon/"  # -p: make rebuilds only what changed
 ln -sfn "$PWD/node_modules" "$out/addon/node_modules"
 (cd "$out/addon" && CXXFLAGS="$sanitize" LDFLAGS="$sanitize" npm run --silent build:native >/dev/null)
 
