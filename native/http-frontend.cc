@@ -188,7 +188,7 @@ void Frontend::WriteText(const std::shared_ptr<Conn>& conn, std::string bytes, b
 // Closes once what was written has gone out. In between, what the client
 // still sends is read and dropped for up to kLingerMs (a lingering close):
 // closing with its bytes unread would reset the connection, and an answer
-// given before the request ended (413, 400, 408) could be lost with it.
+// given before the request ended (400, 408) could be lost with it.
 void Frontend::EndAfterWrites(const std::shared_ptr<Conn>& conn) {
   if (conn->closing || conn->ending) return;
   conn->ending = true;
