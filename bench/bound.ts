@@ -68,12 +68,28 @@ async function executions(model: Model): Promise<number> {
   return (await model.statistics())[0]!.execution_count;
 }
 
+/**
+ * The execution count once the requests answered so far are all in it:
+ * Triton records an execution's statistics just after its responses go out,
+ * so a read right after the last answer can miss it (a loaded machine shows it).
+ */
+async function settledExecutions(model: Model): Promise<number> {
+  let last = await executions(model);
+  for (let tries = 0; tries < 100; tries++) {
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    const now = await executions(model);
+    if (now === last) return now;
+    last = now;
+  }
+  return last;
+}
+
 async function run(name: ModelName, concurrency: number): Promise<Point> {
   const model = server.model(name);
   const request = { inputs: { INPUT0: { shape: [1, 16], data } } };
   // Warm up, then measure.
   await Promise.all(Array.from({ length: concurrency }, () => model.infer(request)));
-  const batchesBefore = await executions(model);
+  const batchesBefore = await settledExecutions(model);
   let next = 0;
   const elu = performance.eventLoopUtilization();
   const start = performance.now();
@@ -87,7 +103,7 @@ async function run(name: ModelName, concurrency: number): Promise<Point> {
   );
   const seconds = (performance.now() - start) / 1000;
   const busyMs = performance.eventLoopUtilization(elu).active;
-  const batches = (await executions(model)) - batchesBefore;
+  const batches = (await settledExecutions(model)) - batchesBefore;
   return {
     rate: requests / seconds,
     jsPerRequestUs: (busyMs * 1000) / requests,
