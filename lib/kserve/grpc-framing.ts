@@ -71,10 +71,10 @@ export function framePrefixed(message: Buffer): Buffer {
   return message;
 }
 
-/** Splits a stream of DATA into gRPC messages. */
 /** A message the reader cannot take: longer than its limit, or with a compressed-flag byte other than 0 or 1. */
 export type FramingFault = { tooLarge: number } | { badFlag: number };
 
+/** Splits a stream of DATA into gRPC messages. */
 export class Deframer {
   #chunks: Buffer[] = [];
   #buffered = 0;
