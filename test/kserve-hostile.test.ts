@@ -174,6 +174,16 @@ describe.each(ENGINES)('HTTP, %s engine', (engine) => {
     expect(text).toMatch(/HTTP\/1\.1 200 OK[\s\S]*$/);
   });
 
+  it('hands a method Node does not know to Node at once (400), not after its body', async () => {
+    const socket = await open(httpPort(engine));
+    const answer = drained(socket, 20_000);
+    // A Content-Length whose body never comes: only the method says it is not a request.
+    socket.write('QOST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: test\r\nContent-Length: 189\r\n\r\n');
+    const { text, closed } = await answer;
+    expect(closed).toBe(true);
+    expect(text.startsWith('HTTP/1.1 400 Bad Request')).toBe(true);
+  });
+
   it('answers an HTTP/1.1 request without Host 400, as Node does', async () => {
     const header = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 1], parameters: { binary_data_size: 4 } }], parameters: { binary_data_output: true } });
     const withHost = httpInfer(header, f32([1]));
