@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "../../native/http-wire.h"
+
 // abort(), not a return: a broken invariant is a bug, and libFuzzer keeps
 // the input only when the process dies. The condition is printed first so a
 // crash report says which invariant broke.
@@ -52,6 +54,19 @@ inline bool ShapeBytes(const std::vector<int64_t>& shape, size_t element_size, u
     if (__builtin_mul_overflow(product, static_cast<uint64_t>(dim), &product)) return false;
   *bytes = product;
   return true;
+}
+
+// An accepted input's size in bytes: its data type known and not BYTES, its
+// shape's true size (both readers' inputs must pass).
+inline uint64_t CheckedInputBytes(const tsn::http::FastInput& input) {
+  TRITONSERVER_DataType datatype;
+  size_t element_size = 0;
+  const char* name = tsn::http::DataTypeName(input.datatype);
+  FUZZ_CHECK(name != nullptr && tsn::http::DataTypeFromName(name, &datatype, &element_size));
+  FUZZ_CHECK(datatype == input.datatype && element_size > 0);  // never BYTES here
+  uint64_t bytes = 0;
+  FUZZ_CHECK(ShapeBytes(input.shape, element_size, &bytes));  // the shape's true size, unwrapped
+  return bytes;
 }
 
 }  // namespace fuzz

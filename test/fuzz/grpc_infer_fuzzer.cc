@@ -277,13 +277,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const FastInput& input = request.inputs[i];
     FUZZ_CHECK(!input.name.empty());
     for (size_t j = 0; j < i; ++j) FUZZ_CHECK(request.inputs[j].name != input.name);
-    TRITONSERVER_DataType datatype;
-    size_t element_size = 0;
-    const char* name = tsn::http::DataTypeName(input.datatype);
-    FUZZ_CHECK(name != nullptr && tsn::http::DataTypeFromName(name, &datatype, &element_size));
-    FUZZ_CHECK(datatype == input.datatype && element_size > 0);  // never BYTES here
-    uint64_t bytes = 0;
-    FUZZ_CHECK(fuzz::ShapeBytes(input.shape, element_size, &bytes));  // the shape's true size, unwrapped
+    const uint64_t bytes = fuzz::CheckedInputBytes(input);
     if (input.shared_memory) {
       FUZZ_CHECK(input.data == nullptr && input.size == 0);
       FUZZ_CHECK(!input.shared_memory->region.empty() && input.shared_memory->byte_size == bytes);
