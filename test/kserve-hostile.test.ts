@@ -37,7 +37,7 @@ const frontends = new Map<Engine, KServeFrontends>();
 const opened: KServeFrontends[] = [];
 
 beforeAll(async () => {
-  server = await startServer({ startupModels: ['identity_fp32', 'slow'] });
+  server = await startServer({ startupModels: ['identity_fp32', 'identity_int8', 'slow'] });
   for (const engine of ENGINES) frontends.set(engine, await serveKServe(server, { http: { port: 0, engine }, grpc: { port: 0, engine } }));
 });
 
@@ -428,6 +428,89 @@ describe.each(ENGINES)('gRPC, %s engine', (engine) => {
       expect(messageOf(mine)).toBe(messageOf(reference));
       expect(mine.data.equals(reference.data)).toBe(true);
     }
+  });
+});
+
+/** A length-delimited protobuf field: its tag, its length as a varint, its bytes. */
+function field(tag: number, bytes: Buffer): Buffer {
+  const length: number[] = [];
+  for (let n = bytes.length; ; n = Math.floor(n / 128)) {
+    length.push(n >= 128 ? (n % 128) | 0x80 : n);
+    if (n < 128) break;
+  }
+  return Buffer.concat([Buffer.from([tag, ...length]), bytes]);
+}
+
+const MODEL_NAME = field(0x0a, Buffer.from('identity_fp32'));
+const MiB = 1024 * 1024;
+
+describe.each(ENGINES)('gRPC messages whose structure would cost more than their bytes, %s engine', (engine) => {
+  // Each case was 0.6 to 1.6 GB of JS objects before (a 16 MiB message), answered after seconds of the JS thread.
+  const cases: Array<[string, () => Buffer, RegExp]> = [
+    [
+      '8 M empty raw_input_contents',
+      () => Buffer.concat([MODEL_NAME, Buffer.alloc(16 * MiB, Buffer.from([0x3a, 0x00]))]),
+      /^failed to parse the ModelInferRequest message: more than 65536 inputs, outputs, raw contents, dimensions and parameters in one request$/,
+    ],
+    [
+      '8 M empty inputs',
+      () => Buffer.concat([MODEL_NAME, Buffer.alloc(16 * MiB, Buffer.from([0x2a, 0x00]))]),
+      /more than 65536 inputs, outputs, raw contents, dimensions and parameters/,
+    ],
+    [
+      'a shape of 16 M dimensions',
+      () => Buffer.concat([MODEL_NAME, field(0x2a, Buffer.concat([field(0x0a, Buffer.from('INPUT0')), field(0x1a, Buffer.alloc(16 * MiB, 1))]))]),
+      /more than 65536 inputs, outputs, raw contents, dimensions and parameters/,
+    ],
+    [
+      '16 M bool_contents for shape [1]',
+      () =>
+        Buffer.concat([
+          MODEL_NAME,
+          field(
+            0x2a,
+            Buffer.concat([field(0x0a, Buffer.from('INPUT0')), field(0x12, Buffer.from('BOOL')), Buffer.from([0x1a, 1, 1]), field(0x2a, field(0x0a, Buffer.alloc(16 * MiB, 1)))]),
+          ),
+        ]),
+      /^unable to parse 'data' of input 'INPUT0': expected 1 elements for shape \[1\], got 16777216$/,
+    ],
+  ];
+  it.each(cases)('refuses %s before building it (INVALID_ARGUMENT), at a bounded cost', async (_, message, expected) => {
+    const body = grpcMessage(message());
+    const before = process.memoryUsage.rss();
+    const answer = await grpcCall(grpcPort(engine), body);
+    expect(statusOf(answer)).toBe('3');
+    expect(decodeURIComponent(String(messageOf(answer)))).toMatch(expected);
+    // The message itself is 16 MiB, held a few times over on its way (HTTP/2 frames, the reassembled message).
+    expect(process.memoryUsage.rss() - before).toBeLessThan(160 * MiB);
+  });
+
+  it('refuses a RepositoryModelLoad of 8 M empty parameters before protobufjs reads it', async () => {
+    const body = grpcMessage(Buffer.concat([field(0x12, Buffer.from('identity_fp32')), Buffer.alloc(16 * MiB, Buffer.from([0x1a, 0x00]))]));
+    const before = process.memoryUsage.rss();
+    const answer = await grpcCall(grpcPort(engine), body, { ':path': '/inference.GRPCInferenceService/RepositoryModelLoad' });
+    expect(statusOf(answer)).toBe('3');
+    expect(decodeURIComponent(String(messageOf(answer)))).toBe('failed to parse the RepositoryModelLoad request: more than 65536 fields in one request');
+    expect(process.memoryUsage.rss() - before).toBeLessThan(160 * MiB);
+  });
+
+  it('reads int_contents into INT8, each value checked as it narrows', async () => {
+    const call = (varints: number[]): Promise<CallAnswer> => {
+      const input = Buffer.concat([
+        field(0x0a, Buffer.from('INPUT0')),
+        field(0x12, Buffer.from('INT8')),
+        Buffer.from([0x1a, 2, 1, 2]), // shape [1, 2]
+        field(0x2a, field(0x12, Buffer.from(varints))),
+      ]);
+      return grpcCall(grpcPort(engine), grpcMessage(Buffer.concat([field(0x0a, Buffer.from('identity_int8')), field(0x2a, input)])));
+    };
+    const answered = await call([5, 0xf9, 0xff, 0xff, 0xff, 0x0f]); // 5 and -7 (int32 varints)
+    expect(statusOf(answered)).toBe('0');
+    const raw = answered.data.subarray(answered.data.length - 2);
+    expect(Array.from(new Int8Array(raw.buffer, raw.byteOffset, 2))).toEqual([5, -7]);
+    const refused = await call([5, 0xac, 0x02]); // 5 and 300
+    expect(statusOf(refused)).toBe('3');
+    expect(decodeURIComponent(String(messageOf(refused)))).toBe("input 'INPUT0': element 1 (300) is out of range for INT8 (-128..127)");
   });
 });
 

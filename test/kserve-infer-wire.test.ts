@@ -4,7 +4,10 @@ import { resolve } from 'node:path';
 import * as protoLoader from '@grpc/proto-loader';
 import { describe, expect, it } from 'vitest';
 import {
+  contentsOf,
   decodeModelInferRequest,
+  MAX_REQUEST_PARTS,
+  type ContentsField,
   decodeModelInferResponse,
   decodeModelStreamInferResponse,
   encodeModelInferRequest,
@@ -161,16 +164,26 @@ describe('the front end direction: requests read by hand, responses written by h
     const message = decodeModelInferRequest(bytes);
     expect(message).toMatchObject({ model_name: 'm', model_version: '2', id: 'r1', parameters: { s: 'x', b: true, i: -5, d: 0.5, u: 7 } });
     expect(message.inputs[0]).toMatchObject({ name: 'RAW', datatype: 'FP32', shape: [1, 3], parameters: { shared_memory_region: 'r' }, contents: undefined });
-    expect(message.inputs[1]?.contents).toEqual({
-      bool_contents: [true, false],
-      int_contents: [-1, 2, -2147483648, 2147483647],
-      int64_contents: [-9007199254740993n, 5n],
-      uint_contents: [4294967295],
-      uint64_contents: [18446744073709551615n],
-      fp32_contents: [0.5, -1.25],
-      fp64_contents: [1e300],
-      bytes_contents: [Buffer.from('héllo'), Buffer.alloc(0)],
+    const contents = message.inputs[1]!.contents!;
+    expect(contents.counts).toEqual({
+      bool_contents: 2,
+      int_contents: 4,
+      int64_contents: 2,
+      uint_contents: 1,
+      uint64_contents: 1,
+      fp32_contents: 2,
+      fp64_contents: 1,
+      bytes_contents: 2,
     });
+    const read = (field: ContentsField): unknown[] => Array.from(contentsOf(contents, field) as ArrayLike<unknown>);
+    expect(contentsOf(contents, 'bool_contents')).toEqual(new Uint8Array([1, 0]));
+    expect(contentsOf(contents, 'int_contents')).toEqual(new Int32Array([-1, 2, -2147483648, 2147483647]));
+    expect(read('int64_contents')).toEqual([-9007199254740993n, 5n]);
+    expect(contentsOf(contents, 'uint_contents')).toEqual(new Uint32Array([4294967295]));
+    expect(read('uint64_contents')).toEqual([18446744073709551615n]);
+    expect(contentsOf(contents, 'fp32_contents')).toEqual(new Float32Array([0.5, -1.25]));
+    expect(contentsOf(contents, 'fp64_contents')).toEqual(new Float64Array([1e300]));
+    expect(contentsOf(contents, 'bytes_contents')).toEqual([Buffer.from('héllo'), Buffer.alloc(0)]);
     expect(message.outputs).toEqual([{ name: 'OUT', parameters: { classification: 3 } }]);
     const view = message.raw_input_contents[0] as Buffer;
     expect(view.buffer).toBe(bytes.buffer); // a view, not a copy
@@ -182,7 +195,45 @@ describe('the front end direction: requests read by hand, responses written by h
     const contents = Buffer.from([0x10, 0x03, 0x10, 0xac, 0x02]);
     const input = Buffer.concat([Buffer.from([0x0a, 0x01, 0x58, 0x2a, contents.length]), contents]);
     const bytes = Buffer.concat([Buffer.from([0x2a, input.length]), input]);
-    expect(decodeModelInferRequest(bytes).inputs[0]).toMatchObject({ name: 'X', contents: { int_contents: [3, 300] } });
+    const read = decodeModelInferRequest(bytes).inputs[0]!;
+    expect(read).toMatchObject({ name: 'X', contents: { counts: { int_contents: 2 } } });
+    expect(contentsOf(read.contents!, 'int_contents')).toEqual(new Int32Array([3, 300]));
+  });
+
+  it('counts contents without reading them, and refuses framing a value could not come from', () => {
+    const request = (contents: number[]): Buffer => {
+      const input = Buffer.from([0x0a, 0x01, 0x58, 0x2a, contents.length, ...contents]);
+      return Buffer.from([0x2a, input.length, ...input]);
+    };
+    // packed fp32_contents (6) of 5 bytes: not whole floats
+    expect(() => decodeModelInferRequest(request([0x32, 5, 0, 0, 0, 0, 0]))).toThrow('packed fp32_contents is not a whole number of 4-byte values');
+    // packed int_contents (2) ending inside a varint, and one of 11 bytes
+    expect(() => decodeModelInferRequest(request([0x12, 2, 0x01, 0x80]))).toThrow('truncated varint');
+    expect(() => decodeModelInferRequest(request([0x12, 11, ...Array(10).fill(0xff), 0x01]))).toThrow('longer than 10 bytes');
+    // fp64_contents (7) as a varint
+    expect(() => decodeModelInferRequest(request([0x38, 0x01]))).toThrow('fp64_contents has wire type 0');
+    // 3 packed varints and one unpacked: 4, none read
+    const counted = decodeModelInferRequest(request([0x12, 3, 1, 2, 3, 0x10, 0x04])).inputs[0]!.contents!;
+    expect(counted.counts).toEqual({ int_contents: 4 });
+    expect(contentsOf(counted, 'int_contents')).toEqual(new Int32Array([1, 2, 3, 4]));
+  });
+
+  it(`refuses a request of more than ${MAX_REQUEST_PARTS} inputs, outputs, raw contents, dimensions and parameters`, () => {
+    const name = Buffer.from([0x0a, 0x01, 0x6d]);
+    const parts = (tag: number, count: number): Buffer => Buffer.concat([name, Buffer.alloc(2 * count, Buffer.from([tag, 0]))]);
+    const refused = `more than ${MAX_REQUEST_PARTS} inputs, outputs, raw contents, dimensions and parameters in one request`;
+    for (const tag of [0x2a, 0x32, 0x3a, 0x22]) {
+      // inputs (5), outputs (6), raw_input_contents (7), parameters (4): empty ones, 2 bytes each
+      expect(() => decodeModelInferRequest(parts(tag, MAX_REQUEST_PARTS + 1))).toThrow(refused);
+    }
+    expect(decodeModelInferRequest(parts(0x3a, MAX_REQUEST_PARTS)).raw_input_contents).toHaveLength(MAX_REQUEST_PARTS);
+    // a packed shape of 65,537 dimensions of 1
+    const dims = Buffer.alloc(MAX_REQUEST_PARTS + 1, 1);
+    const shape = Buffer.concat([Buffer.from([0x1a, 0x81, 0x80, 0x04]), dims]);
+    const input = Buffer.concat([Buffer.from([0x0a, 0x01, 0x58]), shape]);
+    const bytes = Buffer.concat([name, Buffer.from([0x2a, 0x88, 0x80, 0x04]), input]);
+    expect(input.length).toBe(0x10008);
+    expect(() => decodeModelInferRequest(bytes)).toThrow(refused);
   });
 
   it('refuses truncated requests', () => {

@@ -16,14 +16,13 @@ import { deflate, gunzip, gzip, inflate } from 'node:zlib';
 import { TritonError, type TritonErrorCode } from '../errors.js';
 import type { InferenceRequest, InferenceResponse } from '../inference.js';
 import type { Server } from '../server.js';
-import { encodeBytes, type DataType, type TensorInit } from '../tensor.js';
+import { encodeBytes, numbersToStorage, type DataType, type TensorInit } from '../tensor.js';
 import {
   checkDatatype,
   checkShape,
   requestFromParts,
   tensorBytes,
   tensorFromBytes,
-  tensorFromJson,
   type DecodedRequest,
   type OutputRequest,
   type ParameterValue,
@@ -32,7 +31,10 @@ import {
 import { Deframer, frame, framePrefixed, parseGrpcTimeout, percentEncode, STATUS } from './grpc-framing.js';
 import { loadOptions } from './http.js';
 import {
+  checkMessageParts,
+  contentsOf,
   decodeModelInferRequest,
+  type ContentsField,
   encodeModelInferResponse,
   encodeModelStreamInferResponse,
   type WireOutputTensor,
@@ -129,7 +131,7 @@ function fromWireParameters(parameters: Record<string, WireParameter> | undefine
   return out;
 }
 
-const CONTENTS_FIELD: Readonly<Record<DataType, keyof NonNullable<WireReceivedRequest['inputs'][number]['contents']> | undefined>> = {
+const CONTENTS_FIELD: Readonly<Record<DataType, ContentsField | undefined>> = {
   BOOL: 'bool_contents',
   UINT8: 'uint_contents',
   UINT16: 'uint_contents',
@@ -172,7 +174,7 @@ export function decodeGrpcInferRequest(message: WireReceivedRequest): DecodedReq
     const parameters = input.parameters;
     const range = sharedMemoryParameters(parameters, input.name);
     if (range !== undefined) {
-      if (input.contents !== undefined && Object.values(input.contents).some((v) => v.length > 0)) {
+      if (input.contents !== undefined && Object.values(input.contents.counts).some((n) => n > 0)) {
         throw new TritonError(
           'INVALID_ARG',
           `unexpected 'content' provided when using shared memory for input tensor '${input.name}' for model '${message.model_name}'`,
@@ -187,22 +189,20 @@ export function decodeGrpcInferRequest(message: WireReceivedRequest): DecodedReq
       return;
     }
     const field = CONTENTS_FIELD[datatype];
-    const values: unknown[] | undefined = field === undefined ? undefined : input.contents?.[field];
-    if (values === undefined || (values.length === 0 && shape.reduce((a, b) => a * b, 1) !== 0)) {
+    const count = shape.reduce((a, b) => a * b, 1);
+    const received = field === undefined ? undefined : input.contents?.counts[field];
+    if (field === undefined || received === undefined || (received === 0 && count !== 0)) {
       throw new TritonError('INVALID_ARG', `${what} has no data: give raw_input_contents or contents.${field ?? '(raw only for ' + datatype + ')'}`);
     }
-    if (datatype === 'BYTES') {
-      inputs[input.name] = { datatype, shape, data: values as Uint8Array[] };
-    } else if (datatype === 'INT64' || datatype === 'UINT64') {
-      const count = shape.reduce((a, b) => a * b, 1);
-      if (values.length !== count) {
-        throw new TritonError('INVALID_ARG', `${what}: expected ${count} elements for shape [${shape.join(',')}], got ${values.length}`);
-      }
-      const big = values as bigint[];
-      inputs[input.name] = { datatype, shape, data: datatype === 'INT64' ? BigInt64Array.from(big) : BigUint64Array.from(big) };
-    } else {
-      inputs[input.name] = tensorFromJson(input.name, datatype, shape, values);
+    // Counted before read: contents the shape does not declare are never made.
+    if (received !== count) {
+      throw new TritonError('INVALID_ARG', `unable to parse 'data' of ${what}: expected ${count} elements for shape [${shape.join(',')}], got ${received}`);
     }
+    const values = contentsOf(input.contents!, field);
+    // int_contents and uint_contents carry 8 and 16-bit integers too: checked as they narrow.
+    const narrow = datatype === 'INT8' || datatype === 'INT16' || datatype === 'UINT8' || datatype === 'UINT16';
+    const data = narrow ? numbersToStorage(what, values as Int32Array | Uint32Array, datatype) : values;
+    inputs[input.name] = { datatype, shape, data: data as TensorInit['data'] };
   });
   const parameters = { ...message.parameters };
   const emptyFinal = parameters.triton_enable_empty_final_response;
@@ -725,7 +725,7 @@ export async function startGrpc(
   const runAdmin = (call: Call, method: string, message: Buffer): void => {
     const codec = messages[method] as MessageCodec;
     guard(call, method)
-      .then(() => (admin[method] as (request: unknown) => Promise<unknown>)(codec.requestDeserialize(message)))
+      .then(() => (admin[method] as (request: unknown) => Promise<unknown>)(decodeAdmin(method, codec, message)))
       .then(
         (response) => {
           const body = codec.responseSerialize(response as object);
@@ -965,6 +965,16 @@ async function listenNativeGrpc(
     if (engine === undefined && tritonErrorCode(error) === 'UNSUPPORTED') return undefined;
     throw error;
   }
+}
+
+/** Reads the request of a method other than inference (protobufjs), its size in objects bounded first. */
+function decodeAdmin(method: string, codec: MessageCodec, message: Buffer): unknown {
+  try {
+    checkMessageParts(message);
+  } catch (error) {
+    throw new TritonError('INVALID_ARG', `failed to parse the ${method} request: ${(error as Error).message}`);
+  }
+  return codec.requestDeserialize(message);
 }
 
 /** Reads a ModelInferRequest, malformed bytes as INVALID_ARG. */

@@ -266,6 +266,26 @@ export function encodeModelInferRequest(request: WireInferRequest, prefix = 0): 
 // ---------------------------------------------------------------------------
 // Reading.
 
+/**
+ * The most inputs, outputs, raw contents, dimensions and parameters one
+ * received request may hold. Each becomes a JS object or an array slot,
+ * about 50 to 200 times its couple of bytes on the wire: 8 M empty inputs in
+ * a 16 MiB message took 1.6 GB (Triton's own server too). At this bound a
+ * request's structure costs at most about 20 MB; its tensor data is checked
+ * against the shapes before it is read (contentsOf).
+ */
+export const MAX_REQUEST_PARTS = 65_536;
+
+/** A received request with more than MAX_REQUEST_PARTS parts. */
+export class TooManyParts extends Error {}
+
+/** What is left of a request's parts (MAX_REQUEST_PARTS), shared by the readers of its submessages. */
+interface PartBudget {
+  left: number;
+  /** What the parts are, for the error. */
+  what: string;
+}
+
 class Reader {
   offset: number;
 
@@ -273,8 +293,14 @@ class Reader {
     readonly buffer: Buffer,
     start: number,
     readonly end: number,
+    readonly budget?: PartBudget,
   ) {
     this.offset = start;
+  }
+
+  /** Counts one part of a received request against its budget. */
+  part(): void {
+    if (this.budget !== undefined && --this.budget.left < 0) throw new TooManyParts(`more than ${MAX_REQUEST_PARTS} ${this.budget.what} in one request`);
   }
 
   get more(): boolean {
@@ -355,7 +381,7 @@ class Reader {
 
   sub(): Reader {
     const [start, end] = this.span();
-    return new Reader(this.buffer, start, end);
+    return new Reader(this.buffer, start, end, this.budget);
   }
 }
 
@@ -384,6 +410,7 @@ function readParameter(reader: Reader): string | number | boolean | undefined {
 }
 
 function readMapEntry(reader: Reader, into: Record<string, string | number | boolean>): void {
+  reader.part();
   let name = '';
   let value: string | number | boolean | undefined;
   while (reader.more) {
@@ -490,24 +517,39 @@ export function decodeModelStreamInferResponse(message: Buffer): { error_message
 // ---------------------------------------------------------------------------
 // The front end's direction: requests in, responses out.
 
-/** `InferTensorContents` by field name, 64-bit integers as bigint, bytes as views. */
-export type WireContents = Partial<{
-  bool_contents: boolean[];
-  int_contents: number[];
-  int64_contents: bigint[];
-  uint_contents: number[];
-  uint64_contents: bigint[];
-  fp32_contents: number[];
-  fp64_contents: number[];
+/** `InferTensorContents` by field name, as TypedArrays (bytes as views of the message). */
+export interface WireContents {
+  bool_contents: Uint8Array;
+  int_contents: Int32Array;
+  int64_contents: BigInt64Array;
+  uint_contents: Uint32Array;
+  uint64_contents: BigUint64Array;
+  fp32_contents: Float32Array;
+  fp64_contents: Float64Array;
   bytes_contents: Uint8Array[];
-}>;
+}
+
+export type ContentsField = keyof WireContents;
+
+/**
+ * An input's `InferTensorContents`, counted but not read: how many elements
+ * each field holds, and where the message lies. contentsOf() reads a field
+ * once its count matched the shape, so that a count the shape does not
+ * declare costs nothing.
+ */
+export interface WireContentsRef {
+  counts: Partial<Record<ContentsField, number>>;
+  buffer: Buffer;
+  start: number;
+  end: number;
+}
 
 export interface WireReceivedInput {
   name: string;
   datatype: string;
   shape: number[];
   parameters: Record<string, string | number | boolean>;
-  contents: WireContents | undefined;
+  contents: WireContentsRef | undefined;
 }
 
 export interface WireReceivedRequest {
@@ -533,36 +575,26 @@ const CONTENTS_FIELDS = [
   'bytes_contents',
 ] as const;
 
-/** One element of a repeated scalar field (packed or not). */
-function readContent(reader: Reader, field: number): unknown {
-  switch (field) {
-    case 1:
-      return reader.varint() !== 0;
-    case 2:
-      return reader.int64() | 0;
-    case 3:
-      return BigInt.asIntN(64, reader.bigVarint());
-    case 4:
-      return reader.varint() >>> 0;
-    case 5:
-      return reader.bigVarint();
-    case 6: {
-      if (reader.offset + 4 > reader.end) throw new Error('truncated float');
-      const value = reader.buffer.readFloatLE(reader.offset);
-      reader.offset += 4;
-      return value;
-    }
-    default: {
-      if (reader.offset + 8 > reader.end) throw new Error('truncated double');
-      const value = reader.buffer.readDoubleLE(reader.offset);
-      reader.offset += 8;
-      return value;
-    }
+/** The wire type of each contents field's elements when not packed (bytes_contents is always length-delimited). */
+const ELEMENT_TYPE = [undefined, VARINT, VARINT, VARINT, VARINT, VARINT, FIXED32, FIXED64, BYTES] as const;
+
+/** How many varints fill `[start, end)` exactly; each at most 10 bytes. */
+function countVarints(buffer: Buffer, start: number, end: number): number {
+  let count = 0;
+  let run = 0;
+  for (let i = start; i < end; i++) {
+    if (buffer[i]! < 0x80) {
+      count++;
+      run = 0;
+    } else if (++run >= 10) throw new Error('varint longer than 10 bytes');
   }
+  if (run > 0) throw new Error('truncated varint');
+  return count;
 }
 
-function readContents(reader: Reader): WireContents {
-  const contents: Record<string, unknown[]> = {};
+/** Counts the elements of each field of an `InferTensorContents`, checking its framing; reads no value. */
+function countContents(reader: Reader): WireContentsRef {
+  const ref: WireContentsRef = { counts: {}, buffer: reader.buffer, start: reader.offset, end: reader.end };
   while (reader.more) {
     const tag = reader.varint();
     const field = tag >>> 3;
@@ -572,22 +604,81 @@ function readContents(reader: Reader): WireContents {
       reader.skip(type);
       continue;
     }
-    const values = (contents[name] ??= []);
-    if (field === 8) {
-      if (type !== BYTES) throw new Error('bytes_contents must be length-delimited');
+    const element = ELEMENT_TYPE[field];
+    let count = 1;
+    if (type === BYTES && element !== BYTES) {
       const [start, end] = reader.span();
-      values.push(reader.buffer.subarray(start, end));
-    } else if (type === BYTES) {
-      const packed = reader.sub();
-      while (packed.more) values.push(readContent(packed, field));
+      const size = element === FIXED32 ? 4 : element === FIXED64 ? 8 : 0;
+      if (size === 0) count = countVarints(reader.buffer, start, end);
+      else if ((end - start) % size !== 0) throw new Error(`packed ${name} is not a whole number of ${size}-byte values`);
+      else count = (end - start) / size;
+    } else if (type === element) {
+      reader.skip(type);
     } else {
-      values.push(readContent(reader, field));
+      throw new Error(`${name} has wire type ${type}`);
     }
+    ref.counts[name] = (ref.counts[name] ?? 0) + count;
   }
-  return contents as WireContents;
+  return ref;
+}
+
+/** Reads one field of a counted `InferTensorContents` (framing checked by countContents). */
+export function contentsOf<F extends ContentsField>(ref: WireContentsRef, name: F): WireContents[F] {
+  const field = CONTENTS_FIELDS.indexOf(name);
+  const count = ref.counts[name] ?? 0;
+  const out: unknown =
+    name === 'bytes_contents'
+      ? new Array<Uint8Array>(count)
+      : new { bool_contents: Uint8Array, int_contents: Int32Array, int64_contents: BigInt64Array, uint_contents: Uint32Array, uint64_contents: BigUint64Array, fp32_contents: Float32Array, fp64_contents: Float64Array }[name as Exclude<ContentsField, 'bytes_contents'>](count);
+  const values = out as { [index: number]: unknown };
+  let at = 0;
+  const one = (reader: Reader): void => {
+    const buffer = reader.buffer;
+    switch (field) {
+      case 1:
+        values[at++] = reader.varint() !== 0 ? 1 : 0;
+        break;
+      case 2:
+        values[at++] = reader.int64() | 0;
+        break;
+      case 3:
+        values[at++] = BigInt.asIntN(64, reader.bigVarint());
+        break;
+      case 4:
+        values[at++] = reader.varint() >>> 0;
+        break;
+      case 5:
+        values[at++] = BigInt.asUintN(64, reader.bigVarint());
+        break;
+      case 6:
+        values[at++] = buffer.readFloatLE(reader.offset);
+        reader.offset += 4;
+        break;
+      case 7:
+        values[at++] = buffer.readDoubleLE(reader.offset);
+        reader.offset += 8;
+        break;
+      default: {
+        const [start, end] = reader.span();
+        values[at++] = buffer.subarray(start, end);
+      }
+    }
+  };
+  const reader = new Reader(ref.buffer, ref.start, ref.end);
+  while (reader.more) {
+    const tag = reader.varint();
+    const type = tag & 7;
+    if (tag >>> 3 !== field) reader.skip(type);
+    else if (type === BYTES && field !== 8) {
+      const packed = reader.sub();
+      while (packed.more) one(packed);
+    } else one(reader);
+  }
+  return out as WireContents[F];
 }
 
 function readInputTensor(reader: Reader): WireReceivedInput {
+  reader.part();
   const input: WireReceivedInput = { name: '', datatype: '', shape: [], parameters: {}, contents: undefined };
   while (reader.more) {
     const tag = reader.varint();
@@ -597,16 +688,22 @@ function readInputTensor(reader: Reader): WireReceivedInput {
     else if (field === 2 && type === BYTES) input.datatype = reader.string();
     else if (field === 3 && type === BYTES) {
       const packed = reader.sub();
-      while (packed.more) input.shape.push(packed.int64());
-    } else if (field === 3 && type === VARINT) input.shape.push(reader.int64());
-    else if (field === 4 && type === BYTES) readMapEntry(reader.sub(), input.parameters);
-    else if (field === 5 && type === BYTES) input.contents = readContents(reader.sub());
+      while (packed.more) {
+        reader.part();
+        input.shape.push(packed.int64());
+      }
+    } else if (field === 3 && type === VARINT) {
+      reader.part();
+      input.shape.push(reader.int64());
+    } else if (field === 4 && type === BYTES) readMapEntry(reader.sub(), input.parameters);
+    else if (field === 5 && type === BYTES) input.contents = countContents(reader.sub());
     else reader.skip(type);
   }
   return input;
 }
 
 function readRequestedOutput(reader: Reader): { name: string; parameters: Record<string, string | number | boolean> } {
+  reader.part();
   const output = { name: '', parameters: {} as Record<string, string | number | boolean> };
   while (reader.more) {
     const tag = reader.varint();
@@ -619,9 +716,28 @@ function readRequestedOutput(reader: Reader): { name: string; parameters: Record
   return output;
 }
 
+/**
+ * Counts the top-level fields of a message a generic decoder will read
+ * (protobufjs, for the gRPC front end's other methods) against
+ * MAX_REQUEST_PARTS: their only repeated fields are top-level parameter maps,
+ * whose entries would each become objects. Throws TooManyParts past it;
+ * framing that is not protobuf is left to the decoder to report.
+ */
+export function checkMessageParts(message: Buffer): void {
+  const reader = new Reader(message, 0, message.byteLength, { left: MAX_REQUEST_PARTS, what: 'fields' });
+  try {
+    while (reader.more) {
+      reader.part();
+      reader.skip(reader.varint() & 7);
+    }
+  } catch (error) {
+    if (error instanceof TooManyParts) throw error;
+  }
+}
+
 /** Reads a `ModelInferRequest` from `message[start, end)`; raw inputs are views of it. Throws on malformed input. */
 export function decodeModelInferRequest(message: Buffer, start = 0, end = message.byteLength): WireReceivedRequest {
-  const reader = new Reader(message, start, end);
+  const reader = new Reader(message, start, end, { left: MAX_REQUEST_PARTS, what: 'inputs, outputs, raw contents, dimensions and parameters' });
   const request: WireReceivedRequest = { model_name: '', model_version: '', id: '', parameters: {}, inputs: [], outputs: [], raw_input_contents: [] };
   while (reader.more) {
     const tag = reader.varint();
@@ -640,6 +756,7 @@ export function decodeModelInferRequest(message: Buffer, start = 0, end = messag
         request.outputs.push(readRequestedOutput(reader.sub()));
         break;
       case 7: {
+        reader.part();
         const [from, to] = reader.span();
         request.raw_input_contents.push(message.subarray(from, to));
         break;
