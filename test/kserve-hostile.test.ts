@@ -206,6 +206,58 @@ describe.each(ENGINES)('HTTP, %s engine', (engine) => {
   });
 });
 
+describe.each(ENGINES)('HTTP JSON whose structure would cost more than its bytes, %s engine', (engine) => {
+  // Each was parsed whole before: 8 MiB cost 240 to 350 MB and most of a second of the JS thread.
+  const MiB = 1024 * 1024;
+  const zeros = (count: number): string => `0${',0'.repeat(count - 1)}`;
+  const cases: Array<[string, () => Buffer, string]> = [
+    [
+      'an 8 MiB JSON header of "shape":[0,0,…]',
+      () =>
+        httpInfer(
+          `{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[${zeros(4 * MiB)}],"parameters":{"binary_data_size":0}}],"outputs":[{"name":"OUTPUT0"}]}`,
+        ),
+      '{"error":"failed to parse the request JSON buffer: more than 65536 values outside tensor data"}',
+    ],
+    [
+      'an 8 MiB JSON body whose data far exceeds its shape [1]',
+      () => {
+        const body = `{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1],"data":[${zeros(4 * MiB)}]}]}`;
+        return Buffer.from(`POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: test\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+      },
+      `{"error":"unable to parse 'data' of input 'INPUT0': expected 1 elements for shape [1], got ${4 * MiB}"}`,
+    ],
+    [
+      'a model load whose config is 8 MiB of "dims":[1,1,…]',
+      () => {
+        const body = JSON.stringify({ parameters: { config: `{"input":[{"name":"X","data_type":"TYPE_FP32","dims":[${zeros(4 * MiB).replaceAll('0', '1')}]}]}` } });
+        return Buffer.from(`POST /v2/repository/models/identity_fp32/load HTTP/1.1\r\nHost: test\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+      },
+      `{"error":"failed to parse the 'config' of model 'identity_fp32': more than 65536 values outside tensor data"}`,
+    ],
+  ];
+  let control: KServeFrontends;
+  beforeAll(async () => {
+    control = await serve({ http: { port: 0, engine }, repositoryControl: true });
+  });
+  it.each(cases)('refuses %s before building it (400), at a bounded cost', async (_, request, expected) => {
+    const bytes = request();
+    const before = process.memoryUsage.rss();
+    const answer = await exchange(control.http?.port ?? 0, bytes);
+    expect(answer).toEqual({ status: 400, body: expected });
+    // The request itself is 8 MiB, held a few times over (received, as text for the answer's JSON).
+    expect(process.memoryUsage.rss() - before).toBeLessThan(100 * MiB);
+  });
+
+  it('reads a large JSON tensor whose data matches its shape', async () => {
+    const values = Array.from({ length: 50_000 }, (_, i) => (i % 1000) / 8);
+    const body = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, values.length], data: values }], outputs: [{ name: 'OUTPUT0' }] });
+    const answer = await exchange(httpPort(engine), Buffer.from(`POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: test\r\nContent-Length: ${body.length}\r\n\r\n${body}`));
+    expect(answer.status).toBe(200);
+    expect((JSON.parse(answer.body) as { outputs: Array<{ data: number[] }> }).outputs[0]!.data).toEqual(values);
+  });
+});
+
 describe('HTTP, native engine only', () => {
   it('reads no JSON inference header past 64 KiB itself: JS answers it, as the node engine does', async () => {
     const values = [1, 2.5, -3];

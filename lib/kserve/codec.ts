@@ -11,6 +11,7 @@ import { isObject } from '../check.js';
 import { TritonError } from '../errors.js';
 import { classify } from '../classification.js';
 import type { SharedMemoryInput, SharedMemoryRange } from '../shared-memory.js';
+import { JsonData, parseNetworkJson } from './json-reader.js';
 import { checkHttpInputSource, checkSharedMemoryOutput, sharedMemoryInput, sharedMemoryParameters } from './shared-memory.js';
 import type { InferenceRequest, InferenceResponse } from '../inference.js';
 import {
@@ -108,21 +109,21 @@ function flatten(data: unknown, out: unknown[]): void {
   else out.push(data);
 }
 
-/** A tensor from JSON `data` (flat or nested row-major). */
+/** A tensor from JSON `data` (flat or nested row-major; a large array still unparsed, counted). */
 export function tensorFromJson(name: string, datatype: DataType, shape: number[], data: unknown): TensorInit {
   if (datatype === 'FP16' || datatype === 'BF16') {
     throw invalid(
       `receiving ${datatype} data via JSON is not supported. Please use the binary data format for input '${name}'`,
     );
   }
-  const values: unknown[] = [];
-  flatten(data, values);
   const count = elementCount(shape);
-  if (values.length !== count) {
-    throw invalid(
-      `unable to parse 'data' of input '${name}': expected ${count} elements for shape [${shape.join(',')}], got ${values.length}`,
-    );
-  }
+  const mismatch = (got: number): TritonError =>
+    invalid(`unable to parse 'data' of input '${name}': expected ${count} elements for shape [${shape.join(',')}], got ${got}`);
+  // Counted before it is built: values the shape does not declare are never made.
+  if (data instanceof JsonData && data.count !== count) throw mismatch(data.count);
+  const values: unknown[] = [];
+  flatten(data instanceof JsonData ? data.parse() : data, values);
+  if (values.length !== count) throw mismatch(values.length);
   const bad = (i: number, expected: string): TritonError =>
     invalid(`unable to parse 'data' of input '${name}': element ${i} is not ${expected}`);
   if (datatype === 'BYTES') {
@@ -231,12 +232,7 @@ function outputRequest(value: unknown, index: number): OutputRequest {
  */
 export function decodeHttpInferRequest(body: Buffer, headerLength: number | undefined): DecodedRequest {
   const jsonEnd = headerLength ?? body.byteLength;
-  let json: unknown;
-  try {
-    json = JSON.parse(body.toString('utf8', 0, jsonEnd));
-  } catch (error) {
-    throw invalid(`failed to parse the request JSON buffer: ${(error as Error).message}`);
-  }
+  const json = parseNetworkJson(body, { end: jsonEnd, inference: true });
   if (!isObject(json)) throw invalid('the inference request must be a JSON object');
   const { id, inputs, outputs } = json;
   if (id !== undefined && typeof id !== 'string') throw invalid("'id' must be a string");

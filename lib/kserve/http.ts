@@ -22,6 +22,7 @@ import {
 } from './codec.js';
 import { kserveProtocolOptionsSchema, type KServeProtocolOptions, type ResolvedProtocolOptions } from './options.js';
 import { stringify as stringifyExact } from 'lossless-json';
+import { parseNetworkJson } from './json-reader.js';
 import { parseOptions, Tracker, tritonErrorCode } from './shared.js';
 import { runSharedMemoryRoute, SHARED_MEMORY_EXTENSION, sharedMemoryMethod, sharedMemoryRoute } from './shared-memory.js';
 
@@ -210,12 +211,7 @@ function readBody(req: IncomingMessage, limit: number, headerLength: number | un
 async function readJson(req: IncomingMessage, limit: number): Promise<Record<string, unknown> | undefined> {
   const body = await readBody(req, limit, undefined);
   if (body.byteLength === 0) return undefined;
-  let value: unknown;
-  try {
-    value = JSON.parse(body.toString('utf8'));
-  } catch (error) {
-    throw new TritonError('INVALID_ARG', `failed to parse the request JSON buffer: ${(error as Error).message}`);
-  }
+  const value = parseNetworkJson(body);
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new TritonError('INVALID_ARG', 'the request body must be a JSON object');
   }
@@ -611,11 +607,7 @@ export function loadOptions(name: string, entries: Array<[string, unknown]>): Pa
   for (const [key, value] of entries) {
     if (key === 'config') {
       if (typeof value !== 'string') throw new TritonError('INVALID_ARG', "load parameter 'config' must be a JSON string");
-      try {
-        config = JSON.parse(value) as Record<string, unknown>;
-      } catch (error) {
-        throw new TritonError('INVALID_ARG', `failed to parse the 'config' of model '${name}': ${(error as Error).message}`);
-      }
+      config = parseNetworkJson(Buffer.from(value), { what: `the 'config' of model '${name}'` }) as Record<string, unknown>;
     } else if (key.startsWith('file:')) {
       if (typeof value === 'string') {
         if (!/^[A-Za-z0-9+/]*={0,2}$/.test(value.replace(/\s/g, ''))) {
