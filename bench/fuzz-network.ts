@@ -1044,6 +1044,21 @@ export function sameHttp(a: HttpOutcome, b: HttpOutcome): boolean {
 
 export const sameGrpc = (a: GrpcOutcome, b: GrpcOutcome): boolean => a.status === b.status && a.message === b.message && a.data.equals(b.data);
 
+/**
+ * A request carrying Triton's own `timeout` parameter (microseconds; the
+ * mutations give it values from 0.5) that one engine's request finished
+ * within and the other's did not: which wins is a race with the scheduler,
+ * not a difference between the engines.
+ */
+function raceWithTimeout(c: FuzzCase, a: HttpOutcome | GrpcOutcome, b: HttpOutcome | GrpcOutcome): boolean {
+  if (!c.mutations.some((m) => m.startsWith('parameter timeout') || m.includes('key timeout'))) return false;
+  const succeeded = (o: HttpOutcome | GrpcOutcome): boolean => ('kind' in o ? o.kind === 'answer' && o.status === 200 : o.status === '0');
+  // Triton's request timeout: CANCELLED, or UNAVAILABLE "Request timeout expired" (HTTP 503 / 400 as the front end maps it).
+  const expired = (o: HttpOutcome | GrpcOutcome): boolean =>
+    'kind' in o ? o.kind === 'answer' && (o.status === 503 || /timeout|cancel/i.test(o.body.toString('latin1'))) : o.status === '1' || o.status === '14';
+  return (succeeded(a) && expired(b)) || (succeeded(b) && expired(a));
+}
+
 /** A timeout on one side only: worth a second, patient try. */
 const timedOut = (o: HttpOutcome | GrpcOutcome): boolean => ('kind' in o ? o.kind !== 'answer' && o.how === 'timeout' : o.status === 'timeout');
 
@@ -1074,6 +1089,8 @@ export interface FuzzReport {
   mismatches: Mismatch[];
   /** Disagreements that a second, patient try resolved (timing on a loaded machine). */
   resolvedOnRetry: number;
+  /** Disagreements on whether a request beat its own `timeout` parameter (raceWithTimeout). */
+  timeoutRaces: number;
   /** Disagreements only in what followed the first request on the connection (its answer the same). */
   connectionLevel: number;
   /** Requests left unfinished that one engine answered early and the other waited on (the same answers once finished). */
@@ -1177,6 +1194,7 @@ export async function fuzzNetwork(options: FuzzOptions): Promise<FuzzReport> {
     casesPerSecond: 0,
     mismatches: [],
     resolvedOnRetry: 0,
+    timeoutRaces: 0,
     connectionLevel: 0,
     earlyAnswers: 0,
     segmentation: 0,
@@ -1248,6 +1266,8 @@ export async function fuzzNetwork(options: FuzzOptions): Promise<FuzzReport> {
       }
       if (same(again.native, again.node)) {
         if (compared === c) report.resolvedOnRetry++;
+      } else if (raceWithTimeout(c, again.native, again.node)) {
+        report.timeoutRaces++;
       } else {
         answers = again;
         report.mismatches.push({ case: compared, native: describeOutcome(again.native), node: describeOutcome(again.node) });
@@ -1352,7 +1372,7 @@ async function main(): Promise<void> {
   console.log(`answers (node engine): ${Object.entries(report.outcomes).sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k} ×${n}`).join(', ')}`);
   console.log(`RSS ${report.checks.map((c) => c.rssMB).join(' → ')} MB; growth after warm-up ${report.rssGrowthMB} MB`);
   console.log(`front ends answered throughout: ${report.frontendsAnswered ? 'yes' : `NO (${report.checks.flatMap((c) => c.failures).join('; ')})`}`);
-  console.log(`disagreements resolved by a patient retry: ${report.resolvedOnRetry}; only after the first request (connection-level): ${report.connectionLevel}; an unfinished request answered early by one engine: ${report.earlyAnswers}; gone with the head and body in separate writes: ${report.segmentation}`);
+  console.log(`disagreements resolved by a patient retry: ${report.resolvedOnRetry}; only after the first request (connection-level): ${report.connectionLevel}; an unfinished request answered early by one engine: ${report.earlyAnswers}; gone with the head and body in separate writes: ${report.segmentation}; a request against its own timeout parameter: ${report.timeoutRaces}`);
   for (const m of report.segmentationExamples.slice(0, 3)) console.log(`\nsegmentation-dependent (not counted as a mismatch):\n${formatMismatch(m)}`);
   console.log(`mismatches: ${report.mismatches.length}`);
   for (const m of report.mismatches.slice(0, 10)) console.log(`\n${formatMismatch(m)}`);
