@@ -20,7 +20,7 @@ import { checkRequest } from './request-check.js';
 import { TokenTable } from './token-table.js';
 import { ModelHealth } from './model-health.js';
 import { isSharedMemoryInput, sharedMemorySpan, type SharedMemoryInput, type SharedMemoryOutput, type SharedMemoryRange } from './shared-memory.js';
-import { appendPlainInput, dataTypeEnum, dataTypeFromEnum, normalizeInput, outputTensor, tensorBytes, type DataType, type InputValue, type Tensor } from './tensor.js';
+import { appendPlainInput, dataTypeEnum, dataTypeFromEnum, normalizeInput, outputTensor, Tensor, tensorBytes, type DataType, type InputValue } from './tensor.js';
 
 /**
  * The sequence a request belongs to, for stateful models (sequence batching,
@@ -978,9 +978,12 @@ function pinInputs(inputs: Record<string, unknown>, outputs: InferenceRequest['o
   }
   for (const name in inputs) {
     const value = inputs[name];
+    // A Tensor's storage: reading a BYTES tensor's `data` would split it into a view per element.
     const data = ArrayBuffer.isView(value)
       ? value
-      : isObject(value) && ArrayBuffer.isView(value.data)
+      : value instanceof Tensor
+        ? tensorBytes(value)
+        : isObject(value) && ArrayBuffer.isView(value.data)
         ? value.data
         : undefined;
     if (data !== undefined && data.buffer instanceof ArrayBuffer && data.buffer.byteLength > 0) {

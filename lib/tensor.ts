@@ -661,6 +661,22 @@ export function decodeBytes(buffer: Uint8Array, expectedCount?: number): Uint8Ar
   }
 }
 
+/**
+ * A BYTES tensor over its wire form, checked against `shape` as decodeBytes()
+ * checks (INVALID_ARG): its elements become views only if `data` is read, so
+ * many small elements received cost their bytes, not an object each.
+ */
+export function bytesTensor(name: string, shape: number[], wire: Uint8Array): Tensor<'BYTES'> {
+  const size = shape.reduce((product, dim) => product * dim, 1);
+  try {
+    countBytes(wire, size, 'decodeBytes');
+  } catch (error) {
+    if (error instanceof TritonError) throw new TritonError('INVALID_ARG', error.message);
+    throw error;
+  }
+  return constructTensor(name, 'BYTES', shape, size, undefined, wire);
+}
+
 function splitBytes(buffer: Uint8Array, expected: number | undefined, label: string): Uint8Array[] {
   const end = buffer.byteLength;
   const view = new DataView(buffer.buffer, buffer.byteOffset, end);

@@ -80,6 +80,21 @@ describe('data types through identity models', () => {
     expect(output.strings()).toEqual(['', 'héllo wörld ✓ 日本 🎉', new TextDecoder().decode(binary), 'x']);
   });
 
+  it('passes a BYTES Tensor on in its wire form: its elements are never split into views', async () => {
+    const first = await server.model('identity_bytes').infer({ inputs: { INPUT0: { shape: [1, 3], data: ['a', '', 'ccc'] } } });
+    const tensor = first.outputs.OUTPUT0!;
+    const split = vi.spyOn(Tensor.prototype, 'data', 'get');
+    try {
+      // An output fed to the next model, as a pipeline does: a view per element would cost an object each.
+      const second = await server.model('identity_bytes').infer({ inputs: { INPUT0: tensor } });
+      expect(split).not.toHaveBeenCalled();
+      split.mockRestore();
+      expect(second.outputs.OUTPUT0!.strings()).toEqual(['a', '', 'ccc']);
+    } finally {
+      split.mockRestore();
+    }
+  });
+
   it('bytes_echo takes a plain string array', async () => {
     const response = await server.model('bytes_echo').infer({ inputs: { INPUT0: ['a', 'bc', ''] } });
     expect(response.outputs.OUTPUT0!.strings()).toEqual(['a', 'bc', '']);

@@ -6,6 +6,7 @@ import {
   decodeHttpInferRequest,
   encodeHttpInferResponse,
   requestFromParts,
+  tensorBytes,
   tensorFromBytes,
   tensorJsonData,
 } from '../lib/kserve/codec.js';
@@ -33,6 +34,24 @@ describe('decodeHttpInferRequest', () => {
     expect(input.data.buffer).toBe(body.buffer);
     expect(Array.from(input.data)).toEqual([1, 2, 3, 4]);
     expect(input.shape).toEqual([2, 2]);
+  });
+
+  it('keeps a binary BYTES input in its wire form over the body: no copy, no object per element', () => {
+    const wire = Buffer.from([1, 0, 0, 0, 0x61, 0, 0, 0, 0, 3, 0, 0, 0, 0x62, 0x63, 0x64]);
+    const { body, headerLength } = alignedBody({ inputs: [{ name: 'X', datatype: 'BYTES', shape: [3], parameters: { binary_data_size: wire.length } }] }, wire);
+    const input = decodeHttpInferRequest(body, headerLength).request.inputs.X as Tensor;
+    expect(input).toBeInstanceOf(Tensor);
+    const storage = tensorBytes(input);
+    expect(storage.buffer).toBe(body.buffer);
+    expect(Buffer.from(storage).equals(wire)).toBe(true);
+    expect(input.strings()).toEqual(['a', '', 'bcd']);
+    for (const [shape, message] of [
+      [[2], "input 'X': decodeBytes: BYTES data has 3 elements but the shape needs 2"],
+      [[4], "input 'X': decodeBytes: BYTES data has 3 elements but the shape needs 4"],
+    ] as const) {
+      const bad = alignedBody({ inputs: [{ name: 'X', datatype: 'BYTES', shape, parameters: { binary_data_size: wire.length } }] }, wire);
+      expect(() => decodeHttpInferRequest(bad.body, bad.headerLength)).toThrow(new TritonError('INVALID_ARG', message));
+    }
   });
 
   it('copies only a tensor that would be misaligned', () => {

@@ -17,9 +17,10 @@ import type { InferenceRequest, InferenceResponse } from '../inference.js';
 import {
   DATA_TYPE_INFO,
   DATA_TYPES,
-  decodeBytes,
+  bytesTensor,
   encodeBytes,
   storageView,
+  tensorBytes as storageBytes,
   type DataType,
   type Tensor,
   type TensorInit,
@@ -81,16 +82,14 @@ export function tensorFromBytes(
   datatype: DataType,
   shape: number[],
   bytes: Uint8Array,
-): TensorInit {
+): TensorInit | Tensor {
   const count = elementCount(shape);
   if (datatype === 'BYTES') {
-    let elements: Uint8Array[];
     try {
-      elements = decodeBytes(bytes, count);
+      return bytesTensor(name, shape, bytes);
     } catch (error) {
       throw invalid(`input '${name}': ${(error as Error).message}`);
     }
-    return { datatype, shape, data: elements };
   }
   const size = DATA_TYPE_INFO[datatype].byteSize as number;
   if (bytes.byteLength !== count * size) {
@@ -286,8 +285,8 @@ export function decodeHttpInferRequest(body: Buffer, headerLength: number | unde
 
 /** The bytes of a tensor as the binary extension carries them. */
 export function tensorBytes(tensor: Tensor): Uint8Array {
-  if (tensor.datatype === 'BYTES') return encodeBytes(tensor.data as readonly Uint8Array[]);
-  const data = tensor.data as ArrayBufferView;
+  // BYTES: the wire form Triton gave, never split into an object per element.
+  const data = storageBytes(tensor);
   return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
 }
 

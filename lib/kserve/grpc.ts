@@ -16,7 +16,7 @@ import { deflate, gunzip, gzip, inflate } from 'node:zlib';
 import { TritonError, type TritonErrorCode } from '../errors.js';
 import type { InferenceRequest, InferenceResponse } from '../inference.js';
 import type { Server } from '../server.js';
-import { encodeBytes, numbersToStorage, type DataType, type TensorInit } from '../tensor.js';
+import { bytesTensor, encodeBytes, numbersToStorage, type DataType, type TensorInit } from '../tensor.js';
 import {
   checkDatatype,
   checkShape,
@@ -31,6 +31,7 @@ import {
 import { Deframer, frame, framePrefixed, parseGrpcTimeout, percentEncode, STATUS } from './grpc-framing.js';
 import { loadOptions } from './http.js';
 import {
+  bytesContentsWire,
   checkMessageParts,
   contentsOf,
   decodeModelInferRequest,
@@ -197,6 +198,10 @@ export function decodeGrpcInferRequest(message: WireReceivedRequest): DecodedReq
     // Counted before read: contents the shape does not declare are never made.
     if (received !== count) {
       throw new TritonError('INVALID_ARG', `unable to parse 'data' of ${what}: expected ${count} elements for shape [${shape.join(',')}], got ${received}`);
+    }
+    if (datatype === 'BYTES') {
+      inputs[input.name] = bytesTensor(input.name, shape, bytesContentsWire(input.contents!));
+      return;
     }
     const values = contentsOf(input.contents!, field);
     // int_contents and uint_contents carry 8 and 16-bit integers too: checked as they narrow.

@@ -622,6 +622,31 @@ function countContents(reader: Reader): WireContentsRef {
   return ref;
 }
 
+/**
+ * The bytes_contents of a counted `InferTensorContents` in Triton's BYTES
+ * wire form (each element a 4-byte little-endian length, then its bytes),
+ * written without an object per element.
+ */
+export function bytesContentsWire(ref: WireContentsRef): Uint8Array {
+  const each = (visit: (start: number, end: number) => void): void => {
+    const reader = new Reader(ref.buffer, ref.start, ref.end);
+    while (reader.more) {
+      const tag = reader.varint();
+      if (tag === key(8, BYTES)) visit(...reader.span());
+      else reader.skip(tag & 7);
+    }
+  };
+  let size = 0;
+  each((start, end) => (size += 4 + end - start));
+  const wire = Buffer.allocUnsafe(size);
+  let at = 0;
+  each((start, end) => {
+    wire.writeUInt32LE(end - start, at);
+    at += 4 + ref.buffer.copy(wire, at + 4, start, end);
+  });
+  return wire;
+}
+
 /** Reads one field of a counted `InferTensorContents` (framing checked by countContents). */
 export function contentsOf<F extends ContentsField>(ref: WireContentsRef, name: F): WireContents[F] {
   const field = CONTENTS_FIELDS.indexOf(name);
