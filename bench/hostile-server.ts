@@ -7,11 +7,13 @@
  *   node --import tsx bench/hostile-server.ts --engine native|node
  *
  * Prints `{"http":PORT,"grpc":PORT}` as one line on stdout once listening,
- * then runs until killed. TRITONSERVER_LIBRARY picks the library (the test
- * core when unset).
+ * then runs until killed; on SIGUSR2 it prints `{"jsLoopMaxMs":N}`, its JS
+ * event loop's worst delay since the last one. TRITONSERVER_LIBRARY picks
+ * the library (the test core when unset).
  */
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 
 const root = resolve(import.meta.dirname, '..');
@@ -34,6 +36,14 @@ const server = await Server.start({
 });
 const frontends = await serveKServe(server, { http: { port: 0, engine }, grpc: { port: 0, engine } });
 process.stdout.write(`${JSON.stringify({ http: frontends.http?.port, grpc: frontends.grpc?.port })}\n`);
+
+// How long the JS thread was held at most (its event loop's worst delay), asked for with SIGUSR2; then measured afresh.
+const delay = monitorEventLoopDelay({ resolution: 2 });
+delay.enable();
+process.on('SIGUSR2', () => {
+  process.stdout.write(`${JSON.stringify({ jsLoopMaxMs: delay.max / 1e6 })}\n`);
+  delay.reset();
+});
 
 const stop = async (): Promise<void> => {
   await frontends.close();

@@ -14,7 +14,11 @@
  * (identity_fp32 FP32 [1,16]) every 10 ms over HTTP on a keep-alive
  * connection of its own (with the native engine those are answered on the
  * front end's loop thread, so a long one means the attack held that loop);
- * and what the attacker saw. The probe and the RSS sampler run on a worker
+ * and what the attacker saw; and for our engines, how long the server's JS
+ * thread was held at most (its event loop's worst delay, read with
+ * SIGUSR2): on 2 shared vCPUs the probe's latency also counts the time the
+ * attacker and the server take the CPUs from each other, this does not.
+ * The probe and the RSS sampler run on a worker
  * thread, so the attacker's own busy event loop does not show up as server
  * latency. Without a target, all three are run (tritonserver where found).
  */
@@ -68,6 +72,8 @@ interface Target {
   grpc: number;
   child: ChildProcess;
   stderr: () => string;
+  /** The JS thread's worst event-loop delay since the last call (ms); undefined for tritonserver. */
+  jsLoopMaxMs(): Promise<number | undefined>;
   stop(): Promise<void>;
 }
 
@@ -97,20 +103,32 @@ async function startEngine(engine: 'native' | 'node'): Promise<Target> {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const stderr = tail(child);
+  // The child's stdout, a JSON object per line: its ports first, then its answers to SIGUSR2.
+  const waiting: Array<(line: Record<string, number>) => void> = [];
+  let out = '';
+  child.stdout?.on('data', (chunk: Buffer) => {
+    out += chunk.toString();
+    for (let end = out.indexOf('\n'); end !== -1; end = out.indexOf('\n')) {
+      const line = out.slice(0, end);
+      out = out.slice(end + 1);
+      if (line.startsWith('{')) waiting.shift()?.(JSON.parse(line) as Record<string, number>);
+    }
+  });
+  const next = (): Promise<Record<string, number>> => new Promise((done) => waiting.push(done));
   const ports = await new Promise<{ http: number; grpc: number }>((done, fail) => {
-    let out = '';
     const timer = setTimeout(() => fail(new Error(`the ${engine} server did not start in 60 s: ${stderr()}`)), 60_000);
-    child.stdout?.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-      const line = out.split('\n').find((l) => l.startsWith('{'));
-      if (line !== undefined && out.includes('\n')) {
-        clearTimeout(timer);
-        done(JSON.parse(line) as { http: number; grpc: number });
-      }
+    void next().then((line) => {
+      clearTimeout(timer);
+      done(line as { http: number; grpc: number });
     });
     child.once('exit', (code) => fail(new Error(`the ${engine} server exited (${code}): ${stderr()}`)));
   });
-  return { pid: child.pid ?? 0, ...ports, child, stderr, stop: () => endChild(child) };
+  const jsLoopMaxMs = async (): Promise<number | undefined> => {
+    const answer = next();
+    child.kill('SIGUSR2');
+    return (await answer).jsLoopMaxMs;
+  };
+  return { pid: child.pid ?? 0, ...ports, child, stderr, jsLoopMaxMs, stop: () => endChild(child) };
 }
 
 /** A port free now (the kernel's choice for port 0); tritonserver needs numbers. */
@@ -159,6 +177,7 @@ async function startTritonserver(): Promise<Target> {
     grpc,
     child,
     stderr,
+    jsLoopMaxMs: async () => undefined,
     stop: async () => {
       await endChild(child, 5000);
       await rm(repository, { recursive: true, force: true });
@@ -918,6 +937,8 @@ interface CaseResult {
   rssPeakMB: number;
   rssAfterMB: number;
   probe: MonitorReport;
+  /** The server's JS thread: its event loop's worst delay during the case. */
+  jsLoopMaxMs?: number;
   attackMs: number;
   saw: string;
   details?: Record<string, unknown>;
@@ -934,6 +955,7 @@ async function runCase(start: () => Promise<Target>, attack: Case): Promise<Case
     for (let i = 0; i < 20; i++) await httpExchange(target.http, PROBE, 10_000);
     await sleep(500);
     const before = rssKb(target.pid);
+    await target.jsLoopMaxMs(); // measured from here
     const monitor = startMonitor(target.http, target.pid);
     await sleep(100);
     const started = performance.now();
@@ -950,6 +972,7 @@ async function runCase(start: () => Promise<Target>, attack: Case): Promise<Case
     await sleep(2000);
     const after = rssKb(target.pid);
     const probe = await monitor.stop();
+    const jsLoopMaxMs = target.child.exitCode === null ? await target.jsLoopMaxMs() : undefined;
     const alive =
       target.child.exitCode === null &&
       (await httpExchange(target.http, Buffer.from('GET /v2/health/live HTTP/1.1\r\nHost: t\r\n\r\n'), 5000).then(
@@ -964,6 +987,7 @@ async function runCase(start: () => Promise<Target>, attack: Case): Promise<Case
       rssPeakMB: mb(Math.max(before, probe.peakKb, after)),
       rssAfterMB: mb(after),
       probe,
+      ...(jsLoopMaxMs === undefined ? {} : { jsLoopMaxMs }),
       attackMs: Math.round(attackMs),
       saw: seen.saw,
       ...(seen.details ? { details: seen.details } : {}),
@@ -980,9 +1004,14 @@ function table(results: CaseResult[]): string {
     // A probe in flight when the case ended is only worth a word if it had waited long.
     const pending = r.probe.pendingMs > 100 ? ' (still waiting at the end)' : '';
     const probe = `${r.probe.worstMs.toFixed(1)}${pending}${r.probe.failed > 0 ? `, ${r.probe.failed} failed` : ''}`;
-    return `| ${r.case} | ${r.rssBeforeMB} | ${r.rssPeakMB} | ${r.rssAfterMB} | ${probe} | ${r.saw.replaceAll('|', '\\|')} |`;
+    const js = r.jsLoopMaxMs === undefined ? '–' : r.jsLoopMaxMs.toFixed(1);
+    return `| ${r.case} | ${r.rssBeforeMB} | ${r.rssPeakMB} | ${r.rssAfterMB} | ${probe} | ${js} | ${r.saw.replaceAll('|', '\\|')} |`;
   });
-  return ['| case | RSS before (MB) | peak (MB) | after 2 s (MB) | probe worst (ms) | the attacker saw |', '|---|--:|--:|--:|--:|---|', ...rows].join('\n');
+  return [
+    '| case | RSS before (MB) | peak (MB) | after 2 s (MB) | probe worst (ms) | JS thread held (ms) | the attacker saw |',
+    '|---|--:|--:|--:|--:|--:|---|',
+    ...rows,
+  ].join('\n');
 }
 
 const targets = args.target ?? ['native', 'node', 'tritonserver'];
