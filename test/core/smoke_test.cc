@@ -239,6 +239,21 @@ ThreadCount()
   return n;
 }
 
+// The thread count once it reaches `expected`, or after 30 s: threads a
+// deleted server or a backend detached end on their own, later on a busy
+// machine (a count read at once failed under load).
+int
+ThreadCountSettled(int expected)
+{
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  int n = ThreadCount();
+  while (n != expected && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    n = ThreadCount();
+  }
+  return n;
+}
+
 TRITONSERVER_Server*
 StartServer(TRITONSERVER_ModelControlMode mode, const char* repo)
 {
@@ -1609,7 +1624,9 @@ main(int argc, char** argv)
   const auto stop_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                            std::chrono::steady_clock::now() - stop0)
                            .count();
-  CHECK(stop_ms < 1000);
+  // Nothing in flight: the stop does not wait out the 5 s exit timeout (a
+  // bound well above an unloaded stop, which a busy machine does not reach).
+  CHECK(stop_ms < 4000);
   bool live = true;
   EXPECT_ERROR(api.ServerIsLive(server, &live), TRITONSERVER_ERROR_UNAVAILABLE, "Server exiting");
   CHECK_OK(api.ServerDelete(server));
@@ -1622,7 +1639,7 @@ main(int argc, char** argv)
 
   CHECK_OK(api.ResponseAllocatorDelete(allocator));
   CHECK(alloc_calls.load() == release_calls.load());
-  CHECK(ThreadCount() == threads_at_start);
+  CHECK(ThreadCountSettled(threads_at_start) == threads_at_start);
 
   const auto total_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                             std::chrono::steady_clock::now() - t0)
