@@ -27,10 +27,15 @@ if (!(Number.isInteger(runs) && runs > 0) || !(Number.isInteger(hogCount) && hog
   process.exit(2);
 }
 
-// A busy loop in a process of its own: it competes for the CPU as another job on the machine would.
-const hogs: ChildProcess[] = Array.from({ length: hogCount }, () =>
-  spawn(process.execPath, ['-e', 'for (;;) Math.sqrt(Math.random());'], { stdio: 'ignore' }),
-);
+// A busy loop in a process of its own: it competes for the CPU as another job on the machine would,
+// and ends by itself once this process is gone (however it ended).
+const HOG = `const parent = ${process.pid};
+(function spin() {
+  for (const end = Date.now() + 50; Date.now() < end; ) Math.sqrt(Math.random());
+  try { process.kill(parent, 0); } catch { process.exit(0); }
+  setImmediate(spin);
+})();`;
+const hogs: ChildProcess[] = Array.from({ length: hogCount }, () => spawn(process.execPath, ['-e', HOG], { stdio: 'ignore' }));
 const stopHogs = (): void => {
   for (const hog of hogs) hog.kill('SIGKILL');
 };
