@@ -662,6 +662,7 @@ export function decodeBytes(buffer: Uint8Array, expectedCount?: number): Uint8Ar
 }
 
 /**
+ * @internal For the KServe decoders.
  * A BYTES tensor over its wire form, checked against `shape` as decodeBytes()
  * checks (INVALID_ARG): its elements become views only if `data` is read, so
  * many small elements received cost their bytes, not an object each.
@@ -1111,6 +1112,7 @@ function convertArray(label: string, data: ArrayLike<unknown>, datatype: Numeric
 }
 
 /**
+ * @internal For the KServe decoders.
  * `datatype`'s storage for numbers held elsewhere (an Int32Array of a
  * protobuf's int_contents for INT8, say), each element checked as an array's
  * are: a range error names `label` and the element.
