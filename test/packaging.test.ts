@@ -46,6 +46,57 @@ function bareEnv(): NodeJS.ProcessEnv {
   return env;
 }
 
+/**
+ * What README.md and docs/deployment.md promise the prebuilds need, as the
+ * newest symbol version asked of each library: glibc 2.34, and GCC 4.5's
+ * libgcc_s (Node.js itself links libgcc_s); nothing of libstdc++, which is
+ * linked into the addon, so GCC 11's (RHEL 9) does.
+ */
+const PROMISED: Record<string, string> = { GLIBC: '2.34', GCC: '4.5.0' };
+/** The prebuilds, the ELF machine each is for (as readelf names it) and glibc's first version there. */
+const PREBUILDS = [
+  { arch: 'linux-x64', machine: 'Advanced Micro Devices X86-64', firstGlibc: 'GLIBC_2.2.5' },
+  { arch: 'linux-arm64', machine: 'AArch64', firstGlibc: 'GLIBC_2.17' },
+];
+/** The only libraries a prebuild may need: glibc's own, and libgcc_s. */
+const LIBRARIES = /^(libc\.so\.6|libm\.so\.6|libdl\.so\.2|libpthread\.so\.0|librt\.so\.1|ld-linux-(x86-64|aarch64)\.so\.[12]|libgcc_s\.so\.1)$/;
+
+function readelf(args: string[], file: string): string {
+  // binutils' readelf reads an ELF file of any architecture.
+  return execFileSync('readelf', [...args, '--wide', file], { encoding: 'utf8', maxBuffer: 64 << 20 });
+}
+
+/** Numeric version compare of e.g. '2.2.5' and '2.34'. */
+function compareVersions(a: string, b: string): number {
+  const x = a.split('.').map(Number);
+  const y = b.split('.').map(Number);
+  for (let i = 0; i < Math.max(x.length, y.length); i++) {
+    const d = (x[i] ?? 0) - (y[i] ?? 0);
+    if (d !== 0) return d;
+  }
+  return 0;
+}
+
+/** What an ELF shared object needs from the loader: machine, libraries, versions (with the symbols that use each). */
+function dynamicNeeds(file: string): { machine: string; libraries: string[]; versions: Map<string, { library: string; symbols: string[] }> } {
+  const machine = /^\s*Machine:\s+(.+?)\s*$/m.exec(readelf(['--file-header'], file))?.[1] ?? '';
+  const libraries = [...readelf(['--dynamic'], file).matchAll(/\(NEEDED\)\s+Shared library: \[(.+?)\]/g)].map((m) => m[1]!);
+  const versions = new Map<string, { library: string; symbols: string[] }>();
+  const info = readelf(['--version-info'], file);
+  let library = '';
+  for (const line of info.slice(info.indexOf("Version needs section '.gnu.version_r'")).split('\n')) {
+    const fileLine = /File: (\S+)/.exec(line);
+    if (fileLine) library = fileLine[1]!;
+    const name = /Name: (\S+)/.exec(line);
+    if (name) versions.set(name[1]!, { library, symbols: [] });
+  }
+  for (const line of readelf(['--dyn-syms', '--demangle'], file).split('\n')) {
+    const symbol = /\sUND\s+(.+)@([A-Za-z0-9_.]+)(?: \(\d+\))?$/.exec(line);
+    if (symbol) versions.get(symbol[2]!)?.symbols.push(symbol[1]!);
+  }
+  return { machine, libraries, versions };
+}
+
 beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), 'tritonserver-node-pack-'));
   // The tree as git would commit it (tracked and new files, nothing ignored).
@@ -126,13 +177,6 @@ describe('npm pack', () => {
     );
   });
 
-  it('builds each prebuild for its machine (ELF e_machine x86-64, AArch64)', () => {
-    const machine = (arch: string): number =>
-      readFileSync(join(root, 'source', 'prebuilds', arch, 'tritonserver-node.node')).readUInt16LE(18);
-    expect(machine('linux-x64')).toBe(0x3e);
-    expect(machine('linux-arm64')).toBe(0xb7);
-  });
-
   it('ships no tests, fixtures, benchmarks or build directories', () => {
     const unwanted = packed.map((f) => f.path).filter((p) => /^(test|bench|build|examples|deploy|lib|\.ci)\//.test(p) || /\.test\./.test(p));
     expect(unwanted).toEqual([]);
@@ -146,6 +190,35 @@ describe('the installed package, without a compiler', () => {
     expect(readFileSync(join(installed(), 'prebuilds', 'linux-x64', 'tritonserver-node.node')).length).toBeGreaterThan(0);
     // node-gyp would have left build/ behind.
     expect(existsSync(join(installed(), 'build'))).toBe(false);
+  });
+
+  it('ships each prebuild for its machine (ELF x86-64, AArch64)', () => {
+    for (const { arch, machine } of PREBUILDS) {
+      expect(dynamicNeeds(join(installed(), 'prebuilds', arch, 'tritonserver-node.node')).machine, arch).toBe(machine);
+    }
+  });
+
+  it(`ships prebuilds that need at most glibc ${PROMISED.GLIBC} and GCC ${PROMISED.GCC}'s libgcc_s, no libstdc++, as the README promises`, () => {
+    const problems: string[] = [];
+    for (const { arch, firstGlibc } of PREBUILDS) {
+      const needs = dynamicNeeds(join(installed(), 'prebuilds', arch, 'tritonserver-node.node'));
+      for (const [name, { library, symbols }] of needs.versions) {
+        const [, namespace = '', version = ''] = /^([A-Z]+)_(\d+(?:\.\d+)*)$/.exec(name) ?? [];
+        const newest = PROMISED[namespace];
+        if (newest === undefined || compareVersions(version, newest) > 0) {
+          problems.push(`${arch}: ${library} ${name} for ${symbols.slice(0, 2).join(', ')}${symbols.length > 2 ? ', …' : ''}`);
+        }
+      }
+      for (const library of needs.libraries) {
+        if (!LIBRARIES.test(library)) problems.push(`${arch}: needs ${library}`);
+      }
+      // The tables were read: every prebuild needs glibc's oldest symbols.
+      expect([...needs.versions.keys()], arch).toContain(firstGlibc);
+    }
+    expect(problems).toEqual([]);
+    for (const doc of ['README.md', 'docs/deployment.md']) {
+      expect(readFileSync(join(REPO_ROOT, doc), 'utf8').replace(/\s+/g, ' '), doc).toContain(`glibc ≥ ${PROMISED.GLIBC}`);
+    }
   });
 
   it('runs its approved install script (node-gyp-build), which finds the prebuild and compiles nothing', async () => {
