@@ -1,4 +1,10 @@
 {
+  "variables": {
+    # 1 for the prebuilds (GYP_DEFINES in package.json's prebuild scripts):
+    # libstdc++ linked in, so they load where it is older than the
+    # compiler's (RHEL 9 has GCC 11's). 0 for local and fallback builds.
+    "static_cxx_runtime%": 0
+  },
   "targets": [
     {
       "target_name": "tritonserver_node",
@@ -33,6 +39,14 @@
       "cflags_cc": ["-std=c++17", "-fexceptions", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"],
       "libraries": ["-ldl"],
       "conditions": [
+        ["OS=='linux' and static_cxx_runtime==1", {
+          # libstdc++ linked in and, by the version script, local: the addon
+          # binds to its own copy and neither exports it nor takes the
+          # process's. libgcc_s stays shared: Node itself needs it (GCC 12's
+          # static unwinder, built on glibc 2.36, would need glibc 2.35).
+          "ldflags": ["-static-libstdc++", "-Wl,--version-script=<(module_root_dir)/native/exports.map"],
+          "sources": ["native/glibc-compat.cc"]
+        }],
         ["OS=='mac'", {
           "xcode_settings": {
             "GCC_ENABLE_CPP_EXCEPTIONS": "YES",

@@ -77,8 +77,16 @@ function compareVersions(a: string, b: string): number {
   return 0;
 }
 
-/** What an ELF shared object needs from the loader: machine, libraries, versions (with the symbols that use each). */
-function dynamicNeeds(file: string): { machine: string; libraries: string[]; versions: Map<string, { library: string; symbols: string[] }> } {
+/**
+ * What an ELF shared object needs from the loader (machine, libraries,
+ * versions with the symbols that use each) and what it exports.
+ */
+function dynamicNeeds(file: string): {
+  machine: string;
+  libraries: string[];
+  versions: Map<string, { library: string; symbols: string[] }>;
+  exports: string[];
+} {
   const machine = /^\s*Machine:\s+(.+?)\s*$/m.exec(readelf(['--file-header'], file))?.[1] ?? '';
   const libraries = [...readelf(['--dynamic'], file).matchAll(/\(NEEDED\)\s+Shared library: \[(.+?)\]/g)].map((m) => m[1]!);
   const versions = new Map<string, { library: string; symbols: string[] }>();
@@ -90,11 +98,14 @@ function dynamicNeeds(file: string): { machine: string; libraries: string[]; ver
     const name = /Name: (\S+)/.exec(line);
     if (name) versions.set(name[1]!, { library, symbols: [] });
   }
+  const exports: string[] = [];
   for (const line of readelf(['--dyn-syms', '--demangle'], file).split('\n')) {
     const symbol = /\sUND\s+(.+)@([A-Za-z0-9_.]+)(?: \(\d+\))?$/.exec(line);
     if (symbol) versions.get(symbol[2]!)?.symbols.push(symbol[1]!);
+    const defined = /^\s*\d+:\s+\S+\s+\d+\s+\S+\s+(?:GLOBAL|WEAK|UNIQUE)\s+\S+\s+(?!UND)\S+\s+(.+)$/.exec(line);
+    if (defined) exports.push(defined[1]!);
   }
-  return { machine, libraries, versions };
+  return { machine, libraries, versions, exports };
 }
 
 beforeAll(async () => {
@@ -218,6 +229,15 @@ describe('the installed package, without a compiler', () => {
     expect(problems).toEqual([]);
     for (const doc of ['README.md', 'docs/deployment.md']) {
       expect(readFileSync(join(REPO_ROOT, doc), 'utf8').replace(/\s+/g, ' '), doc).toContain(`glibc ≥ ${PROMISED.GLIBC}`);
+    }
+  });
+
+  it("exports only Node-API's and the nodejs backend's entry points: its own libstdc++ stays inside", () => {
+    for (const { arch } of PREBUILDS) {
+      const { exports } = dynamicNeeds(join(installed(), 'prebuilds', arch, 'tritonserver-node.node'));
+      expect(exports, arch).toContain('napi_register_module_v1');
+      expect(exports, arch).toContain('TRITONBACKEND_ModelInstanceExecute');
+      expect(exports.filter((name) => !/^(napi_register_module_v1|node_api_module_get_api_version_v1|TRITONBACKEND_\w+)$/.test(name)), arch).toEqual([]);
     }
   });
 
