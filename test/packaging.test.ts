@@ -135,6 +135,9 @@ beforeAll(async () => {
   expect(jsonStart, result.stdout).toBeGreaterThanOrEqual(0);
   const [info] = JSON.parse(lines.slice(jsonStart).join('\n')) as Array<{ filename: string; files: Array<{ path: string }> }>;
   packed = info!.files;
+  // Kept for test/arm64-smoke.sh (.ci/run runs it next), which would pack again without it.
+  mkdirSync(join(REPO_ROOT, 'build', 'pack'), { recursive: true });
+  cpSync(join(pack, info!.filename), join(REPO_ROOT, 'build', 'pack', info!.filename));
 
   bareBin = join(root, 'bin');
   mkdirSync(bareBin);
