@@ -647,14 +647,22 @@ export function bytesContentsWire(ref: WireContentsRef): Uint8Array {
   return wire;
 }
 
+/** The TypedArray each numeric contents field is read into. */
+const CONTENTS_STORAGE = {
+  bool_contents: Uint8Array,
+  int_contents: Int32Array,
+  int64_contents: BigInt64Array,
+  uint_contents: Uint32Array,
+  uint64_contents: BigUint64Array,
+  fp32_contents: Float32Array,
+  fp64_contents: Float64Array,
+} as const;
+
 /** Reads one field of a counted `InferTensorContents` (framing checked by countContents). */
 export function contentsOf<F extends ContentsField>(ref: WireContentsRef, name: F): WireContents[F] {
   const field = CONTENTS_FIELDS.indexOf(name);
   const count = ref.counts[name] ?? 0;
-  const out: unknown =
-    name === 'bytes_contents'
-      ? new Array<Uint8Array>(count)
-      : new { bool_contents: Uint8Array, int_contents: Int32Array, int64_contents: BigInt64Array, uint_contents: Uint32Array, uint64_contents: BigUint64Array, fp32_contents: Float32Array, fp64_contents: Float64Array }[name as Exclude<ContentsField, 'bytes_contents'>](count);
+  const out: unknown = name === 'bytes_contents' ? new Array<Uint8Array>(count) : new CONTENTS_STORAGE[name as Exclude<ContentsField, 'bytes_contents'>](count);
   const values = out as { [index: number]: unknown };
   let at = 0;
   const one = (reader: Reader): void => {

@@ -42,7 +42,6 @@ export class JsonData {
  */
 const MARK = `\u0000data ${randomBytes(12).toString('hex')} `;
 
-
 const SPACE = new Uint8Array(256);
 for (const c of [0x20, 0x09, 0x0a, 0x0d]) SPACE[c] = 1;
 
@@ -127,7 +126,7 @@ class Scanner {
     if (byte === 0x5b /* [ */) {
       if (place === Place.Data) return this.data(depth);
       this.part();
-      return this.array(depth, place === Place.Root ? Place.Other : place, inData);
+      return this.array(depth, place, inData);
     }
     if (!inData) this.part();
     if (byte === 0x22 /* " */) this.string();
