@@ -77,6 +77,14 @@ export {
   type EnsembleStep,
   type VersionPolicy,
 } from './model-config.js';
+export {
+  onnxRuntimeParameters,
+  pytorchParameters,
+  readOnnxRuntimeParameters,
+  readPyTorchParameters,
+  type OnnxRuntimeParameters,
+  type PyTorchParameters,
+} from './backend-parameters.js';
 export { writeModelRepository, type ModelRepositoryEntry } from './model-repository.js';
 export { apiVersion, liveObjects, librarySearchPaths, type LibraryInfo, type LiveObjects } from './native.js';
 export {

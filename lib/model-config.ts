@@ -15,6 +15,7 @@
  * (protobuf's JSON prints int64 as strings) and always come out as numbers.
  */
 import { z } from 'zod';
+import { backendParameterProblems } from './backend-parameters.js';
 import { checkObject, invalidParameterError } from './check.js';
 import { TritonError } from './errors.js';
 import {
@@ -837,7 +838,10 @@ function nameOf(input: unknown): unknown {
  *   step; each ensemble tensor is produced by one step only; every ensemble
  *   output is produced by some step;
  * - instance groups: GPU ids are non-negative; `KIND_CPU`/`KIND_MODEL`
- *   groups list no GPUs.
+ *   groups list no GPUs;
+ * - for ONNX Runtime and PyTorch models, the values of the backends' known
+ *   `parameters` and ONNX Runtime's `optimization.graph.level` parse as the
+ *   backend parses them (backend-parameters.ts).
  */
 export function checkModelConfig(config: ModelConfig): string[] {
   checkObject('checkModelConfig(config)', config);
@@ -961,6 +965,9 @@ export function checkModelConfig(config: ModelConfig): string[] {
       if (gpu < 0) add(`instance_group[${i}].gpus[${j}]`, `must be a non-negative GPU id (got ${gpu})`);
     });
   });
+
+  // What the ONNX Runtime and PyTorch backends parse from parameters and optimization.
+  problems.push(...backendParameterProblems(config));
 
   return problems;
 }

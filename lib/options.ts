@@ -530,7 +530,10 @@ export const serverOptionDefaults = {
   backendDirectory: '/opt/tritonserver/backends',
   /** `repoAgentDirectory`: `'/opt/tritonserver/repoagents'`. */
   repoAgentDirectory: '/opt/tritonserver/repoagents',
-  /** `cacheDirectory`: `'/opt/tritonserver/caches'`. */
+  /**
+   * `cacheDirectory`: `'/opt/tritonserver/caches'`. `Server.start` uses a
+   * `caches` directory beside the loaded library instead when there is one.
+   */
   cacheDirectory: '/opt/tritonserver/caches',
   /** `backendConfig`: none. */
   backendConfig: {},

@@ -195,10 +195,24 @@ function withReasons(error: TritonError, models: ModelLoadFailure[]): TritonErro
  * A library from PyTriton's wheel gets the wheel's backends.
  */
 export function backendDirectoryBeside(libraryPath: string): string | undefined {
+  return installFolderBeside(libraryPath, 'backends') ?? pytritonBackendDirectory(libraryPath);
+}
+
+/**
+ * `<root>/caches` for a library at `<root>/lib/libtritonserver.so` when that
+ * directory exists, as for backends: where a Triton install keeps its response
+ * caches (`caches/local/libtritoncache_local.so`; Triton's own default is
+ * /opt/tritonserver/caches).
+ */
+export function cacheDirectoryBeside(libraryPath: string): string | undefined {
+  return installFolderBeside(libraryPath, 'caches');
+}
+
+function installFolderBeside(libraryPath: string, folder: string): string | undefined {
   const libDir = dirname(libraryPath);
-  if (basename(libDir) !== 'lib') return pytritonBackendDirectory(libraryPath);
-  const backends = join(dirname(libDir), 'backends');
-  return existsSync(backends) ? backends : undefined;
+  if (basename(libDir) !== 'lib') return undefined;
+  const path = join(dirname(libDir), folder);
+  return existsSync(path) ? path : undefined;
 }
 
 function stopReport(report: NativeStopReport, bound: string, died: string[] = []): StopReport {
@@ -356,6 +370,10 @@ export class Server implements InferenceServer, AsyncDisposable {
     if (resolved.backendDirectory === undefined) {
       const backends = backendDirectoryBeside(library.path);
       if (backends !== undefined) calls.push(['ServerOptionsSetBackendDirectory', backends]);
+    }
+    if (resolved.cacheDirectory === undefined) {
+      const caches = cacheDirectoryBeside(library.path);
+      if (caches !== undefined) calls.push(['ServerOptionsSetCacheDirectory', caches]);
     }
     // Triton's documented default is 0, but the in-process options leave the
     // count unset, and then a failing load is retried without end.

@@ -11,7 +11,7 @@ import {
   pytritonBackendDirectory,
   pytritonLibraries,
 } from '../lib/native.js';
-import { Server, backendDirectoryBeside } from '../lib/server.js';
+import { Server, backendDirectoryBeside, cacheDirectoryBeside } from '../lib/server.js';
 import { QUIET, REPO_ROOT, rejection } from './helpers.js';
 
 const EMPTY = join(REPO_ROOT, 'test/fixtures/empty-repository');
@@ -93,6 +93,20 @@ describe("PyTriton's bundled Triton", () => {
     expect(error.code).toBe('UNAVAILABLE');
     expect(error.message).toContain('/nonexistent/lib/libtritonserver.so: ');
     expect(error.message).toMatch(new RegExp(`${brokenLibrary}: .*(invalid ELF header|file too short)`));
+  });
+
+  it('finds the backends and caches of an install beside its lib/ folder', async () => {
+    const install = join(root, 'install');
+    const library = join(install, 'lib', 'libtritonserver.so');
+    await mkdir(join(install, 'lib'), { recursive: true });
+    expect(backendDirectoryBeside(library)).toBeUndefined();
+    expect(cacheDirectoryBeside(library)).toBeUndefined();
+    await mkdir(join(install, 'backends'));
+    await mkdir(join(install, 'caches'));
+    expect(backendDirectoryBeside(library)).toBe(join(install, 'backends'));
+    expect(cacheDirectoryBeside(library)).toBe(join(install, 'caches'));
+    // Only a library in a folder named lib/ is an install's.
+    expect(cacheDirectoryBeside(join(install, 'backends', 'libtritonserver.so'))).toBeUndefined();
   });
 
   it("uses the wheel's backend directory", async () => {
