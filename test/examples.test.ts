@@ -23,9 +23,13 @@ async function example(name: string, args: string[] = []): Promise<string> {
   return stdout;
 }
 
+/** What examples/resnet50/make_models.py writes (git-ignored; test/framework-backends.test.ts loads it). */
+const GENERATED = resolve(EXAMPLES, 'resnet50/model_repository');
+
 async function configFiles(dir: string): Promise<string[]> {
   const found: string[] = [];
   for (const entry of await readdir(dir, { withFileTypes: true, recursive: true })) {
+    if (entry.parentPath.startsWith(GENERATED)) continue;
     if (entry.isFile() && entry.name === 'config.pbtxt') found.push(join(entry.parentPath, entry.name));
   }
   return found.sort();
