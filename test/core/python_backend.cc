@@ -398,6 +398,11 @@ StartRuntime(Runtime* rt)
     helper_dir = Dirname(info.dli_fname) + "/python";
   }
   if (!Py_IsInitialized()) {
+    // numpy's OpenBLAS (Debian's libopenblas0-pthread) starts a pool of threads that lives
+    // as long as the process. Real Triton runs Python in stub processes, so no such thread
+    // joins the server's: keep the embedded interpreter's BLAS on the calling thread,
+    // unless the user chose a count.
+    setenv("OPENBLAS_NUM_THREADS", "1", 0);
     PyConfig config;
     PyConfig_InitPythonConfig(&config);
     config.install_signal_handlers = 0;  // signals stay the host's

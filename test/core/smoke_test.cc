@@ -251,6 +251,9 @@ ThreadCountSettled(int expected)
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
     n = ThreadCount();
   }
+  if (n != expected) {
+    std::fprintf(stderr, "%d threads left, %d at start (gdb's `thread apply all bt` says whose)\n", n, expected);
+  }
   return n;
 }
 
