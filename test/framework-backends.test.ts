@@ -4,7 +4,7 @@
 // (docs/development.md says how to build them); the models come from
 // examples/resnet50/make_models.py (Debian's torch), made here when missing.
 // Elsewhere, the test core included, each block says why it skips.
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -319,6 +319,52 @@ describe.skipIf(NO_ONNXRUNTIME !== undefined || NO_PYTORCH !== undefined)(
         const response = await pipeline.infer({ inputs: { raw_image: { shape: [1, ...image.shape], data: pixels } } });
         const scores = response.outputs.classification_result!.data as Float32Array;
         expect(top5(scores, 0)).toEqual(reference.models.resnet50!.top5[i]);
+      }
+    }, 300_000);
+
+    it('examples/resnet50/service.ts (and flask_app.py where Flask is installed) answer the same top-5 over HTTP, and 400 for a body that is not an image', async () => {
+      const labels = readFileSync(join(MODELS, 'resnet50_onnx', 'labels.txt'), 'utf8').trim().split('\n');
+      const expected = reference.models.resnet50!.top5[0]!.map((i) => labels[i]);
+      const image = readFileSync(join(REPO_ROOT, 'examples/images/orange.jpg'));
+      const engines = ['triton-onnx', 'triton-pytorch', ...(loadOnnxRuntimeNode() ? ['onnxruntime-node'] : [])];
+      const flask = spawnSync(PYTHON, ['-c', 'import flask, torch, PIL']).status === 0;
+      const targets = [
+        ...engines.map((engine) => ({
+          name: engine,
+          command: process.execPath,
+          args: ['--import', 'tsx', join(REPO_ROOT, 'examples/resnet50/service.ts')],
+          env: { ENGINE: engine, PORT: '0' },
+          ready: /listening on (http:\/\/\S+)/,
+        })),
+        ...(flask
+          ? [{ name: 'flask', command: PYTHON, args: [join(REPO_ROOT, 'examples/resnet50/flask_app.py')], env: { PORT: '5713' }, ready: /Running on (http:\/\/127\.0\.0\.1:\d+)/ }]
+          : []),
+      ];
+      for (const target of targets) {
+        const child = spawn(target.command, target.args, { env: { ...process.env, ...target.env, MODEL_REPOSITORY: MODELS }, stdio: ['ignore', 'pipe', 'pipe'] });
+        try {
+          const url = await new Promise<string>((resolveUrl, reject) => {
+            let output = '';
+            const onData = (chunk: Buffer): void => {
+              output += chunk.toString();
+              const match = target.ready.exec(output);
+              if (match) resolveUrl(match[1]!);
+            };
+            child.stdout.on('data', onData);
+            child.stderr.on('data', onData);
+            child.once('exit', (code) => reject(new Error(`${target.name} exited (${code}): ${output}`)));
+          });
+          const answer = await fetch(`${url}/predict`, { method: 'POST', headers: { 'content-type': 'image/jpeg' }, body: image });
+          expect(answer.status).toBe(200);
+          const { top5: got } = (await answer.json()) as { top5: Array<{ label: string }> };
+          expect([target.name, got.map((entry) => entry.label)]).toEqual([target.name, expected]);
+          const bad = await fetch(`${url}/predict`, { method: 'POST', headers: { 'content-type': 'image/jpeg' }, body: 'not an image' });
+          expect([target.name, bad.status]).toEqual([target.name, 400]);
+        } finally {
+          const exited = new Promise((done) => child.once('exit', done));
+          child.kill('SIGTERM');
+          await exited;
+        }
       }
     }, 300_000);
 
