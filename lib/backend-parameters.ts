@@ -20,14 +20,27 @@ import { z } from 'zod';
 import { TritonError } from './errors.js';
 
 /** One `ModelParameter` of a config's `parameters` map (a type, not an interface, so it fits the schema's loose object). */
-type ParameterValue = { string_value: string };
+export type ModelParameterValue = {
+  /** The value as text, as every backend parameter is written. */
+  string_value: string;
+};
 
 /** The parts of a model configuration this module reads (structural, so model-config.ts can call it). */
 export interface BackendParameterSource {
+  /** The backend's name (`onnxruntime`, `pytorch`, ...). */
   backend?: string;
+  /** The platform, which names the backend when `backend` is not set (`onnxruntime_onnx`, `pytorch_libtorch`). */
   platform?: string;
-  parameters?: Record<string, ParameterValue>;
-  optimization?: { graph?: { level?: number } };
+  /** The config's `parameters` map. */
+  parameters?: Record<string, ModelParameterValue>;
+  /** ONNX Runtime reads its graph optimization level here. */
+  optimization?: {
+    /** Graph optimizations. */
+    graph?: {
+      /** -1 basic, 1 extended, 2 none; any other value: all (the default). */
+      level?: number;
+    };
+  };
 }
 
 /**
@@ -134,13 +147,13 @@ function toStrings(
   schema: z.ZodType,
   keys: Record<string, readonly [string, Kind]>,
   values: unknown,
-): Record<string, ParameterValue> {
+): Record<string, ModelParameterValue> {
   const parsed = schema.safeParse(values);
   if (!parsed.success) {
     const problems = parsed.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`);
     throw new TritonError('INVALID_ARG', `${what}: ${problems.join('; ')}`);
   }
-  const out: Record<string, ParameterValue> = {};
+  const out: Record<string, ModelParameterValue> = {};
   for (const [field, value] of Object.entries(parsed.data as Record<string, unknown>)) {
     if (value === undefined) continue;
     const [key, kind] = keys[field]!;
@@ -156,12 +169,12 @@ function toStrings(
  * with other entries to add your own. Throws `INVALID_ARG` on unknown fields
  * or bad values.
  */
-export function onnxRuntimeParameters(values: OnnxRuntimeParameters): Record<string, ParameterValue> {
+export function onnxRuntimeParameters(values: OnnxRuntimeParameters): Record<string, ModelParameterValue> {
   return toStrings('onnxRuntimeParameters', onnxRuntimeSchema, ONNXRUNTIME_KEYS, values);
 }
 
 /** The `parameters` map for Triton's PyTorch backend; as {@link onnxRuntimeParameters}. */
-export function pytorchParameters(values: PyTorchParameters): Record<string, ParameterValue> {
+export function pytorchParameters(values: PyTorchParameters): Record<string, ModelParameterValue> {
   return toStrings('pytorchParameters', pytorchSchema, PYTORCH_KEYS, values);
 }
 

@@ -84,6 +84,8 @@ export {
   readPyTorchParameters,
   type OnnxRuntimeParameters,
   type PyTorchParameters,
+  type ModelParameterValue,
+  type BackendParameterSource,
 } from './backend-parameters.js';
 export { writeModelRepository, type ModelRepositoryEntry } from './model-repository.js';
 export { apiVersion, liveObjects, librarySearchPaths, type LibraryInfo, type LiveObjects } from './native.js';
