@@ -228,6 +228,32 @@ export function readPyTorchParameters(config: BackendParameterSource): PyTorchPa
   return read<PyTorchParameters>(PYTORCH_KEYS, config);
 }
 
+/** An integer as C's strtol reads it: leading blanks, a sign, digits; the rest ignored. */
+const STOI_PREFIX = /^[ \t\n\v\f\r]*([+-]?[0-9]+)/;
+
+/**
+ * `<path>: <what>` for every value of a known integer parameter that the
+ * backend's `std::stoi` would throw `std::out_of_range` for. The backends
+ * catch only `std::invalid_argument`, so such a value aborts the whole
+ * process when Triton loads the model (TRITON_FACTS.md). A subset of
+ * {@link backendParameterProblems}: what must never reach Triton.
+ */
+export function abortingParameterProblems(config: BackendParameterSource): string[] {
+  const framework = frameworkOf(config);
+  if (framework === undefined) return [];
+  const keys = framework === 'onnxruntime' ? ONNXRUNTIME_KEYS : PYTORCH_KEYS;
+  const problems: string[] = [];
+  for (const [key, kind] of Object.values(keys)) {
+    const text = config.parameters?.[key]?.string_value;
+    if ((kind !== 'count' && kind !== 'executionMode') || text === undefined) continue;
+    const digits = STOI_PREFIX.exec(text)?.[1];
+    if (digits !== undefined && Math.abs(Number(digits)) > INT32_MAX + (digits.startsWith('-') ? 1 : 0)) {
+      problems.push(`parameters[${JSON.stringify(key)}]: ${JSON.stringify(text)} is out of the backend's 32-bit range`);
+    }
+  }
+  return problems;
+}
+
 /** Which framework backend serves a config, by `backend` or by the platform names Triton maps to it. */
 function frameworkOf(config: BackendParameterSource): 'onnxruntime' | 'pytorch' | undefined {
   if (config.backend === 'onnxruntime' || (!config.backend && config.platform === 'onnxruntime_onnx')) return 'onnxruntime';

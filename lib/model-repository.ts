@@ -6,11 +6,12 @@
  * <dir>/<model>/1/model.py        (files you pass, at their relative paths)
  * ```
  */
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { checkName, checkObject } from './check.js';
 import { TritonError } from './errors.js';
-import { formatModelConfig, validateModelConfig, type ModelConfigInput } from './model-config.js';
+import { abortingParameterProblems } from './backend-parameters.js';
+import { formatModelConfig, parseModelConfig, validateModelConfig, type ModelConfigInput } from './model-config.js';
 
 /** One model of a repository: its configuration and the files beside it. */
 export interface ModelRepositoryEntry {
@@ -110,5 +111,53 @@ export async function writeModelRepository(
       await writeFile(target, file.content);
     }
     if (!plan.hasVersion) await mkdir(path.join(modelDir, '1'), { recursive: true });
+  }
+}
+
+/** A repository path Triton reads from the local file system (not s3://, gs://, as://). */
+function isLocal(repository: string): boolean {
+  return !/^[a-z][a-z0-9+.-]*:\/\//i.test(repository);
+}
+
+/**
+ * Refuses, before Triton reads them, the `config.pbtxt` files of local
+ * repositories that would abort the process when their model loads: a
+ * framework backend's integer parameter past 32 bits (see
+ * `abortingParameterProblems`). Looks at `models` (every model directory when
+ * undefined); a config that does not parse is left to Triton, which reports
+ * it. Throws `TritonError('INVALID_ARG')` naming each model and value.
+ */
+export async function refuseAbortingConfigs(repositories: readonly string[], models?: readonly string[]): Promise<void> {
+  const problems: string[] = [];
+  for (const repository of repositories.filter(isLocal)) {
+    let names = models;
+    if (names === undefined) {
+      try {
+        names = (await readdir(repository, { withFileTypes: true })).filter((e) => e.isDirectory() || e.isSymbolicLink()).map((e) => e.name);
+      } catch {
+        continue; // Triton reports a repository it cannot read
+      }
+    }
+    for (const name of names) {
+      let text: string;
+      try {
+        text = await readFile(path.join(repository, name, 'config.pbtxt'), 'utf8');
+      } catch {
+        continue;
+      }
+      let found: string[];
+      try {
+        found = abortingParameterProblems(parseModelConfig(text));
+      } catch {
+        continue;
+      }
+      for (const problem of found) problems.push(`'${name}' (${path.join(repository, name, 'config.pbtxt')}): ${problem}`);
+    }
+  }
+  if (problems.length > 0) {
+    throw invalid(
+      `not loaded: the backend would abort the process on ${problems.length === 1 ? 'this value' : 'these values'} ` +
+        `(its std::stoi throws out of range):\n  ${problems.join('\n  ')}`,
+    );
   }
 }

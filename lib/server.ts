@@ -22,6 +22,7 @@ import { SharedMemory } from './shared-memory.js';
 import { Model, type ModelVersion } from './model.js';
 import type { ServerEventName, ServerEvents } from './model-health.js';
 import { validateModelConfig, type ModelConfigInput } from './model-config.js';
+import { refuseAbortingConfigs } from './model-repository.js';
 import {
   findLibrary,
   native,
@@ -118,6 +119,8 @@ export interface SharedServerHandle {
   readonly modelControlMode?: 'none' | 'poll' | 'explicit';
   /** The owner's repository of bound models, which attached threads bind theirs in. */
   readonly boundModelRepository?: string;
+  /** The owner's model repositories, whose configs a load checks first (see `loadModel`). */
+  readonly modelRepositories?: readonly string[];
 }
 
 /** What `stop()` left behind. */
@@ -256,6 +259,7 @@ export class Server implements InferenceServer, AsyncDisposable {
   readonly #metricFamilies = new Set<MetricFamily>();
   #packageMetrics: PackageMetrics | undefined;
   readonly #modelControlMode: 'none' | 'poll' | 'explicit';
+  readonly #repositories: readonly string[];
   readonly #bound: BoundModels;
   /**
    * System shared memory regions of this server (Triton's system shared
@@ -278,6 +282,7 @@ export class Server implements InferenceServer, AsyncDisposable {
       recover?: boolean;
       modelControlMode: 'none' | 'poll' | 'explicit';
       boundModelRepository?: string;
+      modelRepositories: readonly string[];
     },
   ) {
     this.#native = nativeServer;
@@ -287,6 +292,7 @@ export class Server implements InferenceServer, AsyncDisposable {
     this.attached = settings.attached;
     this.#metricsEnabled = settings.metricsEnabled;
     this.#modelControlMode = settings.modelControlMode;
+    this.#repositories = settings.modelRepositories;
     this.#bound = new BoundModels({
       registerModelRepository: (path) => this.registerModelRepository(path),
       loadModel: async (name, config) => void (await this.loadModel(name, { config })),
@@ -326,6 +332,7 @@ export class Server implements InferenceServer, AsyncDisposable {
       metricsEnabled: this.#metricsEnabled,
       modelControlMode: this.#modelControlMode,
       boundModelRepository: this.#bound.directory(),
+      modelRepositories: this.#repositories,
     };
   }
 
@@ -353,6 +360,7 @@ export class Server implements InferenceServer, AsyncDisposable {
       metricsEnabled: handle.metricsEnabled !== false,
       modelControlMode: handle.modelControlMode ?? 'explicit',
       ...(handle.boundModelRepository === undefined ? {} : { boundModelRepository: handle.boundModelRepository }),
+      modelRepositories: Array.isArray(handle.modelRepositories) ? handle.modelRepositories : [],
     });
   }
 
@@ -380,6 +388,12 @@ export class Server implements InferenceServer, AsyncDisposable {
     if (resolved.modelLoadRetryCount === undefined && library.minor >= RETRY_COUNT_MINOR) {
       calls.push(['ServerOptionsSetModelLoadRetryCount', 0]);
     }
+    // Models Triton loads as it starts: none of them may abort the process.
+    const mode = resolved.modelControlMode ?? 'none';
+    const startup = resolved.startupModels ?? [];
+    if (mode !== 'explicit' || startup.length > 0) {
+      await refuseAbortingConfigs(resolved.modelRepository, mode !== 'explicit' || startup.includes('*') ? undefined : startup);
+    }
     let started: { nativeServer: NativeServer; inference: Inference };
     try {
       started = await Server.#startNative(candidates, calls, resolved);
@@ -394,6 +408,7 @@ export class Server implements InferenceServer, AsyncDisposable {
       metricsEnabled: resolved.metrics?.enabled !== false,
       recover: resolved.recoverUnhealthyModels === true,
       modelControlMode: resolved.modelControlMode ?? 'none',
+      modelRepositories: resolved.modelRepository,
     });
   }
 
@@ -496,7 +511,10 @@ export class Server implements InferenceServer, AsyncDisposable {
 
   /**
    * Loads (or reloads) a model (explicit model control mode). With `config`
-   * and `files` the model is loaded from memory.
+   * and `files` the model is loaded from memory. Without `config`, Triton
+   * reads the repository's `config.pbtxt`; one whose framework-backend
+   * parameter would abort the process (see `abortingParameterProblems` in
+   * backend-parameters.ts) is refused first with `INVALID_ARG`.
    */
   async loadModel(name: string, options: LoadModelOptions = {}): Promise<Model> {
     checkName('model name', name);
@@ -530,6 +548,8 @@ export class Server implements InferenceServer, AsyncDisposable {
         parameters.push([`file:${path}`, bytes]);
       }
     }
+    // Triton reads the repository's config.pbtxt: refuse one that would abort the process.
+    if (options.config === undefined) await refuseAbortingConfigs(this.#repositories, [name]);
     this.#inference.forgetModels();
     try {
       // An instance found unhealthy stays on a plain reload of unchanged
@@ -626,6 +646,7 @@ export class Server implements InferenceServer, AsyncDisposable {
 
   /** Re-reads the repositories (poll model control mode). */
   async pollModelRepository(): Promise<void> {
+    await refuseAbortingConfigs(this.#repositories);
     this.#inference.forgetModels();
     try {
       await this.#call((s) => s.pollModelRepository());

@@ -2,6 +2,7 @@
 // ONNX Runtime and PyTorch backends parse them. Loading real models with them
 // is test/framework-backends.test.ts.
 import { describe, expect, it } from 'vitest';
+import { abortingParameterProblems } from '../lib/backend-parameters.js';
 import {
   TritonError,
   formatModelConfig,
@@ -150,5 +151,22 @@ describe('validateModelConfig on framework backends', () => {
     // An explicit backend wins over a platform name.
     const mixed = { name: 'm', backend: 'python', platform: 'pytorch_libtorch', parameters: { INFERENCE_MODE: { string_value: 'y' } } };
     expect(validateModelConfig(mixed).backend).toBe('python');
+  });
+});
+
+describe('abortingParameterProblems', () => {
+  it("names the integer values std::stoi throws out_of_range for, and only those", () => {
+    const check = (key: string, text: string, backend = 'onnxruntime'): string[] =>
+      abortingParameterProblems({ backend, parameters: { [key]: { string_value: text } } });
+    expect(check('intra_op_thread_count', '99999999999')).toEqual([
+      'parameters["intra_op_thread_count"]: "99999999999" is out of the backend\'s 32-bit range',
+    ]);
+    expect(check('execution_mode', ' +4294967296x')).toHaveLength(1);
+    expect(check('INTER_OP_THREAD_COUNT', '-2147483649', 'pytorch')).toHaveLength(1);
+    // In range, or not a number at all (std::invalid_argument, which the backends catch): Triton reports those.
+    for (const text of ['2147483647', '-2147483648', '12abc', 'abc', '', ' 7']) expect(check('inter_op_thread_count', text)).toEqual([]);
+    // Not an integer key, or not these backends.
+    expect(check('enable_mem_arena', '99999999999')).toEqual([]);
+    expect(check('intra_op_thread_count', '99999999999', 'python')).toEqual([]);
   });
 });

@@ -105,3 +105,49 @@ describe('failed model loads', () => {
     expect(error.message).toContain("unable to find backend library for backend 'nonexistent_backend'");
   }, 20_000);
 });
+
+describe('configs that would abort the process', () => {
+  // Triton's ONNX Runtime and PyTorch backends parse integer parameters with std::stoi and do not
+  // catch its out_of_range: on real Triton r25.07 this config aborts the process that loads it.
+  async function repositoryWithAborting(): Promise<string> {
+    const repository = await copyRepository(['identity_fp32']);
+    cleanups.push(repository.remove);
+    await mkdir(join(repository.path, 'aborts', '1'), { recursive: true });
+    await writeFile(
+      join(repository.path, 'aborts', 'config.pbtxt'),
+      'name: "aborts"\nbackend: "onnxruntime"\nmax_batch_size: 8\n' +
+        'parameters { key: "intra_op_thread_count" value { string_value: "99999999999" } }\n',
+    );
+    return repository.path;
+  }
+  const MESSAGE = /^not loaded: the backend would abort the process on this value \(its std::stoi throws out of range\):\n {2}'aborts' \(.*\/aborts\/config\.pbtxt\): parameters\["intra_op_thread_count"\]: "99999999999" is out of the backend's 32-bit range$/;
+
+  it('are refused before Triton reads them, on load and on poll; other models load', async () => {
+    const repository = await repositoryWithAborting();
+    const server = await start({ modelRepository: repository, modelControlMode: 'explicit' });
+    const error = await rejection(server.loadModel('aborts'));
+    expect(error.code).toBe('INVALID_ARG');
+    expect(error.message).toMatch(MESSAGE);
+    // Triton was never asked: the model has no state in its index.
+    expect((await server.modelIndex()).find((entry) => entry.name === 'aborts')).toEqual({ name: 'aborts' });
+    expect(await (await server.loadModel('identity_fp32')).ready()).toBe(true);
+    expect((await rejection(server.pollModelRepository())).message).toMatch(MESSAGE);
+  });
+
+  it('keep a server from starting when it would load them', async () => {
+    const repository = await repositoryWithAborting();
+    const modes: Array<Partial<Parameters<typeof Server.start>[0]>> = [
+      { modelControlMode: 'poll' },
+      { modelControlMode: 'none' },
+      { modelControlMode: 'explicit', startupModels: ['*'] },
+    ];
+    for (const options of modes) {
+      const error = await rejection(start({ modelRepository: repository, ...options }));
+      expect(error.code).toBe('INVALID_ARG');
+      expect(error.message).toMatch(MESSAGE);
+    }
+    // Explicit mode loading other models starts.
+    const server = await start({ modelRepository: repository, modelControlMode: 'explicit', startupModels: ['identity_fp32'] });
+    expect(await server.model('identity_fp32').ready()).toBe(true);
+  });
+});
