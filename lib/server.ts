@@ -549,7 +549,7 @@ export class Server implements InferenceServer, AsyncDisposable {
       }
     }
     // Triton reads the repository's config.pbtxt: refuse one that would abort the process.
-    if (options.config === undefined) await refuseAbortingConfigs(this.#repositories, [name]);
+    if (options.config === undefined) await this.#call(() => refuseAbortingConfigs(this.#repositories, [name]));
     this.#inference.forgetModels();
     try {
       // An instance found unhealthy stays on a plain reload of unchanged
@@ -646,7 +646,7 @@ export class Server implements InferenceServer, AsyncDisposable {
 
   /** Re-reads the repositories (poll model control mode). */
   async pollModelRepository(): Promise<void> {
-    await refuseAbortingConfigs(this.#repositories);
+    await this.#call(() => refuseAbortingConfigs(this.#repositories));
     this.#inference.forgetModels();
     try {
       await this.#call((s) => s.pollModelRepository());
