@@ -124,10 +124,15 @@ function isLocal(repository: string): boolean {
  * repositories that would abort the process when their model loads: a
  * framework backend's integer parameter past 32 bits (see
  * `abortingParameterProblems`). Looks at `models` (every model directory when
- * undefined); a config that does not parse is left to Triton, which reports
- * it. Throws `TritonError('INVALID_ARG')` naming each model and value.
+ * undefined), in the file Triton would read (`configs/<configName>.pbtxt`
+ * where it exists, else `config.pbtxt`); a config that does not parse is
+ * left to Triton, which reports it. Throws `TritonError('INVALID_ARG')` naming each model and value.
  */
-export async function refuseAbortingConfigs(repositories: readonly string[], models?: readonly string[]): Promise<void> {
+export async function refuseAbortingConfigs(
+  repositories: readonly string[],
+  models?: readonly string[],
+  configName = '',
+): Promise<void> {
   const problems: string[] = [];
   for (const repository of repositories.filter(isLocal)) {
     let names = models;
@@ -139,19 +144,23 @@ export async function refuseAbortingConfigs(repositories: readonly string[], mod
       }
     }
     for (const name of names) {
-      let text: string;
-      try {
-        text = await readFile(path.join(repository, name, 'config.pbtxt'), 'utf8');
-      } catch {
-        continue;
+      // Triton reads configs/<modelConfigName>.pbtxt where it exists, else config.pbtxt.
+      const candidates = [...(configName ? [path.join('configs', `${configName}.pbtxt`)] : []), 'config.pbtxt'];
+      let text: string | undefined;
+      let file = '';
+      for (const candidate of candidates) {
+        file = path.join(repository, name, candidate);
+        text = await readFile(file, 'utf8').catch(() => undefined);
+        if (text !== undefined) break;
       }
+      if (text === undefined) continue;
       let found: string[];
       try {
         found = abortingParameterProblems(parseModelConfig(text));
       } catch {
         continue;
       }
-      for (const problem of found) problems.push(`'${name}' (${path.join(repository, name, 'config.pbtxt')}): ${problem}`);
+      for (const problem of found) problems.push(`'${name}' (${file}): ${problem}`);
     }
   }
   if (problems.length > 0) {

@@ -121,6 +121,8 @@ export interface SharedServerHandle {
   readonly boundModelRepository?: string;
   /** The owner's model repositories, whose configs a load checks first (see `loadModel`). */
   readonly modelRepositories?: readonly string[];
+  /** The owner's `modelConfigName`. */
+  readonly modelConfigName?: string;
 }
 
 /** What `stop()` left behind. */
@@ -260,6 +262,7 @@ export class Server implements InferenceServer, AsyncDisposable {
   #packageMetrics: PackageMetrics | undefined;
   readonly #modelControlMode: 'none' | 'poll' | 'explicit';
   readonly #repositories: readonly string[];
+  readonly #configName: string;
   readonly #bound: BoundModels;
   /**
    * System shared memory regions of this server (Triton's system shared
@@ -283,6 +286,7 @@ export class Server implements InferenceServer, AsyncDisposable {
       modelControlMode: 'none' | 'poll' | 'explicit';
       boundModelRepository?: string;
       modelRepositories: readonly string[];
+      modelConfigName?: string;
     },
   ) {
     this.#native = nativeServer;
@@ -293,6 +297,7 @@ export class Server implements InferenceServer, AsyncDisposable {
     this.#metricsEnabled = settings.metricsEnabled;
     this.#modelControlMode = settings.modelControlMode;
     this.#repositories = settings.modelRepositories;
+    this.#configName = settings.modelConfigName ?? '';
     this.#bound = new BoundModels({
       registerModelRepository: (path) => this.registerModelRepository(path),
       loadModel: async (name, config) => void (await this.loadModel(name, { config })),
@@ -333,6 +338,7 @@ export class Server implements InferenceServer, AsyncDisposable {
       modelControlMode: this.#modelControlMode,
       boundModelRepository: this.#bound.directory(),
       modelRepositories: this.#repositories,
+      modelConfigName: this.#configName,
     };
   }
 
@@ -361,6 +367,7 @@ export class Server implements InferenceServer, AsyncDisposable {
       modelControlMode: handle.modelControlMode ?? 'explicit',
       ...(handle.boundModelRepository === undefined ? {} : { boundModelRepository: handle.boundModelRepository }),
       modelRepositories: Array.isArray(handle.modelRepositories) ? handle.modelRepositories : [],
+      modelConfigName: typeof handle.modelConfigName === 'string' ? handle.modelConfigName : '',
     });
   }
 
@@ -392,7 +399,8 @@ export class Server implements InferenceServer, AsyncDisposable {
     const mode = resolved.modelControlMode ?? 'none';
     const startup = resolved.startupModels ?? [];
     if (mode !== 'explicit' || startup.length > 0) {
-      await refuseAbortingConfigs(resolved.modelRepository, mode !== 'explicit' || startup.includes('*') ? undefined : startup);
+      const models = mode !== 'explicit' || startup.includes('*') ? undefined : startup;
+      await refuseAbortingConfigs(resolved.modelRepository, models, resolved.modelConfigName);
     }
     let started: { nativeServer: NativeServer; inference: Inference };
     try {
@@ -409,6 +417,7 @@ export class Server implements InferenceServer, AsyncDisposable {
       recover: resolved.recoverUnhealthyModels === true,
       modelControlMode: resolved.modelControlMode ?? 'none',
       modelRepositories: resolved.modelRepository,
+      modelConfigName: resolved.modelConfigName ?? '',
     });
   }
 
@@ -549,7 +558,7 @@ export class Server implements InferenceServer, AsyncDisposable {
       }
     }
     // Triton reads the repository's config.pbtxt: refuse one that would abort the process.
-    if (options.config === undefined) await this.#call(() => refuseAbortingConfigs(this.#repositories, [name]));
+    if (options.config === undefined) await this.#call(() => refuseAbortingConfigs(this.#repositories, [name], this.#configName));
     this.#inference.forgetModels();
     try {
       // An instance found unhealthy stays on a plain reload of unchanged
@@ -646,7 +655,7 @@ export class Server implements InferenceServer, AsyncDisposable {
 
   /** Re-reads the repositories (poll model control mode). */
   async pollModelRepository(): Promise<void> {
-    await this.#call(() => refuseAbortingConfigs(this.#repositories));
+    await this.#call(() => refuseAbortingConfigs(this.#repositories, undefined, this.#configName));
     this.#inference.forgetModels();
     try {
       await this.#call((s) => s.pollModelRepository());

@@ -2,7 +2,7 @@
  * Model loads that fail: bounded retries, and errors that say which model
  * failed and why (Triton's model index), at start and on load and poll.
  */
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Server, type ModelLoadFailure } from '../lib/index.js';
@@ -132,6 +132,19 @@ describe('configs that would abort the process', () => {
     expect((await server.modelIndex()).find((entry) => entry.name === 'aborts')).toEqual({ name: 'aborts' });
     expect(await (await server.loadModel('identity_fp32')).ready()).toBe(true);
     expect((await rejection(server.pollModelRepository())).message).toMatch(MESSAGE);
+  });
+
+  it('are looked for where Triton reads the config: configs/<modelConfigName>.pbtxt first', async () => {
+    const repository = await repositoryWithAborting();
+    await mkdir(join(repository, 'aborts', 'configs'));
+    await writeFile(join(repository, 'aborts', 'configs', 'safe.pbtxt'), 'name: "aborts"\nbackend: "onnxruntime"\nmax_batch_size: 8\n');
+    await writeFile(join(repository, 'aborts', 'configs', 'custom.pbtxt'), await readFile(join(repository, 'aborts', 'config.pbtxt'), 'utf8'));
+    await writeFile(join(repository, 'aborts', 'config.pbtxt'), 'name: "aborts"\nbackend: "onnxruntime"\nmax_batch_size: 8\n');
+    const custom = await start({ modelRepository: repository, modelControlMode: 'explicit', modelConfigName: 'custom' });
+    expect((await rejection(custom.loadModel('aborts'))).message).toMatch(/'aborts' \(.*\/aborts\/configs\/custom\.pbtxt\): parameters\["intra_op_thread_count"\]/);
+    // With the safe one Triton is asked, and reports what it finds (no ONNX Runtime backend here, or no model file).
+    const safe = await start({ modelRepository: repository, modelControlMode: 'explicit', modelConfigName: 'safe' });
+    expect((await rejection(safe.loadModel('aborts'))).message).not.toMatch(/^not loaded/);
   });
 
   it('keep a server from starting when it would load them', async () => {
