@@ -1,5 +1,7 @@
 /**
- * Writing a Triton model repository to disk:
+ * Model repositories on disk: writing one (below), and refusing the configs
+ * of one that would abort the process when Triton loads them
+ * (`refuseAbortingConfigs`). The layout written:
  *
  * ```
  * <dir>/<model>/config.pbtxt
@@ -126,7 +128,8 @@ function isLocal(repository: string): boolean {
  * `abortingParameterProblems`). Looks at `models` (every model directory when
  * undefined), in the file Triton would read (`configs/<configName>.pbtxt`
  * where it exists, else `config.pbtxt`); a config that does not parse is
- * left to Triton, which reports it. Throws `TritonError('INVALID_ARG')` naming each model and value.
+ * left to Triton, which reports it. Throws `TritonError('INVALID_ARG')`
+ * naming each model and value.
  */
 export async function refuseAbortingConfigs(
   repositories: readonly string[],
