@@ -119,28 +119,21 @@ const PYTORCH_KEYS: Record<keyof PyTorchParameters, readonly [string, Kind]> = {
 };
 
 const INT32_MAX = 2 ** 31 - 1;
-const count = z.number().int().min(0).max(INT32_MAX);
-const onnxRuntimeSchema = z.strictObject({
-  intraOpThreadCount: count.optional(),
-  interOpThreadCount: count.optional(),
-  executionMode: z.enum(['sequential', 'parallel']).optional(),
-  enableMemArena: z.boolean().optional(),
-  enableMemPattern: z.boolean().optional(),
-  memoryArenaShrinkage: z.string().min(1).optional(),
-  useDeviceAllocatorForInitializers: z.boolean().optional(),
-});
-const pytorchSchema = z.strictObject({
-  disableOptimizedExecution: z.boolean().optional(),
-  inferenceMode: z.boolean().optional(),
-  disableCudnn: z.boolean().optional(),
-  enableWeightSharing: z.boolean().optional(),
-  enableCacheCleaning: z.boolean().optional(),
-  interOpThreadCount: count.optional(),
-  intraOpThreadCount: count.optional(),
-  enableJitExecutor: z.boolean().optional(),
-  enableJitProfiling: z.boolean().optional(),
-  enableTensorFuser: z.boolean().optional(),
-});
+
+/** The value a field of each kind takes in TypeScript. */
+const FIELD: Record<Kind, z.ZodType> = {
+  count: z.number().int().min(0).max(INT32_MAX),
+  bool: z.boolean(),
+  text: z.string().min(1),
+  executionMode: z.enum(['sequential', 'parallel']),
+};
+
+/** A strict schema of optional fields, derived from a key table (one table per backend, no second list). */
+function schemaOf(keys: Record<string, readonly [string, Kind]>): z.ZodType {
+  return z.strictObject(Object.fromEntries(Object.entries(keys).map(([field, [, kind]]) => [field, FIELD[kind].optional()])));
+}
+const onnxRuntimeSchema = schemaOf(ONNXRUNTIME_KEYS);
+const pytorchSchema = schemaOf(PYTORCH_KEYS);
 
 function toStrings(
   what: string,
