@@ -7,7 +7,9 @@
  *   - the same service on this package in-process (ONNX Runtime and PyTorch backends);
  *   - the same service on this package's remote client to Triton's own
  *     `tritonserver` (the sidecar), over gRPC.
- * autocannon at each connection count; requests/s, p50 and p99 latency, CPU
+ * A closed loop of N connections at each count (undici's Pool: one request in
+ * flight per connection, a new connection where the server closed one);
+ * requests/s, p50 and p99 latency, CPU
  * per request of the serving processes (a service, its workers and, for the
  * sidecar, tritonserver too), and for the Node services the event loop's
  * worst delay while loaded.
@@ -18,13 +20,18 @@
  * Options: --concurrency 1,4,16,64  --seconds 10  --services a,b (names below)
  *          --repository DIR  --tritonserver PATH (default: bin/tritonserver beside the library)  --json FILE
  * Reports, never asserts.
+ *
+ * Not autocannon: Flask's own server (Werkzeug 2.2) closes the connection after
+ * every answer, and gunicorn's sync workers do too; autocannon's latency is
+ * then wrong by an order of magnitude (p50 1,962 ms at 10.9 requests/s on one
+ * connection, where each call took 92 ms measured by a plain loop).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, loadavg } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import autocannon from 'autocannon';
+import { Pool } from 'undici';
 import { loadOnnxRuntimeNode } from './onnxruntime-node.js';
 
 const ROOT = resolve(import.meta.dirname, '..');
@@ -175,6 +182,43 @@ interface Point {
   loopMaxMs?: number;
 }
 
+interface Load {
+  requestsPerSecond: number;
+  requests: number;
+  p50Ms: number;
+  p99Ms: number;
+  errors: number;
+}
+
+/** `connections` loops, each posting the image and waiting for the whole answer before the next. */
+async function closedLoop(url: string, connections: number, seconds: number): Promise<Load> {
+  const { origin, pathname } = new URL(url);
+  const pool = new Pool(origin, { connections, pipelining: 1, headersTimeout: 60_000, bodyTimeout: 60_000 });
+  const latencies: number[] = [];
+  let errors = 0;
+  const start = performance.now();
+  const end = start + seconds * 1000;
+  const loop = async (): Promise<void> => {
+    while (performance.now() < end) {
+      const sent = performance.now();
+      try {
+        const answer = await pool.request({ path: pathname, method: 'POST', headers: { 'content-type': 'image/jpeg' }, body: IMAGE });
+        await answer.body.arrayBuffer();
+        if (answer.statusCode === 200) latencies.push(performance.now() - sent);
+        else errors++;
+      } catch {
+        errors++;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: connections }, loop));
+  const elapsed = (performance.now() - start) / 1000;
+  await pool.close();
+  latencies.sort((a, b) => a - b);
+  const at = (q: number): number => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? NaN;
+  return { requestsPerSecond: latencies.length / elapsed, requests: latencies.length, p50Ms: at(0.5), p99Ms: at(0.99), errors };
+}
+
 const names = values.services?.split(',') ?? Object.keys(all);
 const points: Point[] = [];
 for (const name of names) {
@@ -196,28 +240,28 @@ for (const name of names) {
   }
   const { child, url } = await startService(target);
   try {
-    const post = { url: `${url}/predict`, method: 'POST' as const, headers: { 'content-type': 'image/jpeg' }, body: IMAGE };
+    const predict = `${url}/predict`;
     // Listening is not serving: gunicorn's workers load torch and the model after its master listens.
     const deadline = Date.now() + 180_000;
-    while ((await fetch(post.url, { method: 'POST', headers: post.headers, body: IMAGE }).catch(() => undefined))?.status !== 200) {
+    while ((await fetch(predict, { method: 'POST', headers: { 'content-type': 'image/jpeg' }, body: IMAGE }).catch(() => undefined))?.status !== 200) {
       if (Date.now() > deadline) throw new Error(`${target.name} did not answer /predict`);
       await new Promise((r) => setTimeout(r, 500));
     }
-    await autocannon({ ...post, connections: 2, duration: 3 }); // warm-up: first runs allocate and plan
+    await closedLoop(predict, 2, 3); // warm-up: first runs allocate and plan
     for (const connections of CONCURRENCY) {
       if (target.node) await fetch(`${url}/debug/event-loop`);
       const cpu0 = treeCpuSeconds(child.pid!) + (sidecar ? treeCpuSeconds(sidecar.pid!) : 0);
-      const result = await autocannon({ ...post, connections, duration: SECONDS, timeout: 60 });
+      const load = await closedLoop(predict, connections, SECONDS);
       const cpu = treeCpuSeconds(child.pid!) + (sidecar ? treeCpuSeconds(sidecar.pid!) : 0) - cpu0;
       const loop = target.node ? ((await (await fetch(`${url}/debug/event-loop`)).json()) as { maxMs: number }).maxMs : undefined;
       const point: Point = {
         service: target.name,
         connections,
-        requestsPerSecond: result.requests.average,
-        p50Ms: result.latency.p50,
-        p99Ms: result.latency.p99,
-        errors: result.errors + result.timeouts + result.non2xx,
-        cpuMsPerRequest: result.requests.total > 0 ? (cpu * 1000) / result.requests.total : NaN,
+        requestsPerSecond: load.requestsPerSecond,
+        p50Ms: load.p50Ms,
+        p99Ms: load.p99Ms,
+        errors: load.errors,
+        cpuMsPerRequest: load.requests > 0 ? (cpu * 1000) / load.requests : NaN,
         loopMaxMs: loop,
       };
       console.error(JSON.stringify(point));
@@ -230,13 +274,13 @@ for (const name of names) {
 }
 
 const lines = [
-  `POST /predict, ${IMAGE.length}-byte JPEG (200x150), autocannon ${SECONDS} s per row; ${CORES} × ${cpus()[0]?.model ?? 'CPU'}, load average ${loadavg()[0]!.toFixed(1)} at the end.`,
+  `POST /predict, ${IMAGE.length}-byte JPEG (200x150), closed loops ${SECONDS} s per row; ${CORES} × ${cpus()[0]?.model ?? 'CPU'}, load average ${loadavg()[0]!.toFixed(1)} at the end.`,
   '',
   '| service | connections | requests/s | p50 ms | p99 ms | errors | CPU ms/request | event loop max ms |',
   '|---|---:|---:|---:|---:|---:|---:|---:|',
   ...points.map(
     (p) =>
-      `| ${p.service} | ${p.connections} | ${p.requestsPerSecond.toFixed(1)} | ${p.p50Ms} | ${p.p99Ms} | ${p.errors} | ${p.cpuMsPerRequest.toFixed(0)} | ${p.loopMaxMs === undefined ? '—' : p.loopMaxMs.toFixed(0)} |`,
+      `| ${p.service} | ${p.connections} | ${p.requestsPerSecond.toFixed(1)} | ${p.p50Ms.toFixed(0)} | ${p.p99Ms.toFixed(0)} | ${p.errors} | ${p.cpuMsPerRequest.toFixed(0)} | ${p.loopMaxMs === undefined ? '—' : p.loopMaxMs.toFixed(0)} |`,
   ),
 ];
 console.log(lines.join('\n'));
