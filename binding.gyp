@@ -10,27 +10,28 @@
       "target_name": "tritonserver_node",
       "sources": [
         "native/addon.cc",
-        "native/backend.cc",
-        "native/blocking.cc",
-        "native/completions.cc",
-        "native/drain.cc",
-        "native/errors.cc",
-        "native/grpc-frontend.cc",
-        "native/grpc-wire.cc",
-        "native/http-frontend.cc",
-        "native/http-wire.cc",
-        "native/inference.cc",
-        "native/loader.cc",
-        "native/logging.cc",
-        "native/nghttp2-api.cc",
-        "native/metrics.cc",
-        "native/output-memory.cc",
-        "native/probe.cc",
-        "native/request.cc",
-        "native/server.cc",
-        "native/shared-memory.cc",
-        "native/submit.cc",
-        "native/trace.cc"
+        "native/backend/backend.cc",
+        "native/core/blocking.cc",
+        "native/core/errors.cc",
+        "native/core/loader.cc",
+        "native/core/probe.cc",
+        "native/core/server.cc",
+        "native/core/shared-memory.cc",
+        "native/inference/completions.cc",
+        "native/inference/drain.cc",
+        "native/inference/inference.cc",
+        "native/inference/output-memory.cc",
+        "native/inference/request.cc",
+        "native/inference/submit.cc",
+        "native/kserve/grpc-frontend.cc",
+        "native/kserve/grpc-wire.cc",
+        "native/kserve/http-frontend.cc",
+        "native/kserve/http-wire.cc",
+        "native/kserve/nghttp2-api.cc",
+        "native/observability/logging.cc",
+        "native/observability/metrics.cc",
+        "native/observability/trace.cc",
+        "native/server-wrap.cc"
       ],
       "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
       "defines": ["NAPI_VERSION=8", "NODE_ADDON_API_DISABLE_DEPRECATED", "NODE_API_SWALLOW_UNTHROWABLE_EXCEPTIONS"],
@@ -44,8 +45,8 @@
           # binds to its own copy and neither exports it nor takes the
           # process's. libgcc_s stays shared: Node itself needs it (GCC 12's
           # static unwinder, built on glibc 2.36, would need glibc 2.35).
-          "ldflags": ["-static-libstdc++", "-Wl,--version-script=<(module_root_dir)/native/exports.map"],
-          "sources": ["native/glibc-compat.cc"]
+          "ldflags": ["-static-libstdc++", "-Wl,--version-script=<(module_root_dir)/native/core/exports.map"],
+          "sources": ["native/core/glibc-compat.cc"]
         }],
         ["OS=='mac'", {
           "xcode_settings": {

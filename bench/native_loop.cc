@@ -4,7 +4,7 @@
 // of the addon in between:
 //
 //   - dlopen the library named on the command line and resolve the
-//     functions of native/triton_api.h (its X-macro list) with dlsym;
+//     functions of native/core/triton_api.h (its X-macro list) with dlsym;
 //   - start a server on a model repository (EXPLICIT model control, info
 //     log off) and load one model;
 //   - run N inferences (or as many as fit in --duration seconds) with at
@@ -59,7 +59,7 @@
 #include <utility>
 #include <vector>
 
-#include "native/triton_api.h"
+#include "native/core/triton_api.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
 /**
  * Bound models: a TypeScript function served as a real Triton model. The
- * addon is also a Triton backend ("nodejs", native/backend.cc); Triton's
+ * addon is also a Triton backend ("nodejs", native/backend/backend.cc); Triton's
  * scheduler (and dynamic batcher) forms the batches, and its instance
  * threads hand each one to the handler on the thread that bound the model.
  *

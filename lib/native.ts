@@ -56,7 +56,7 @@ export type NativeRequestOptions = [
   outputBuffers: Array<[string, ArrayBufferView | NativeSharedMemorySpan, boolean]> | undefined,
 ];
 
-/** A range of a registered shared memory region (native/shared-memory.h): region, offset, byteSize. */
+/** A range of a registered shared memory region (native/core/shared-memory.h): region, offset, byteSize. */
 export type NativeSharedMemorySpan = [region: string, offset: number, byteSize: number];
 
 /**
@@ -138,7 +138,7 @@ export interface NativeServer {
   share(): number;
   /** A directory removed if this thread's environment ends before stop() (worker terminated, process exit). */
   removeAtEnd(path: string): void;
-  /** System shared memory regions of this server (native/shared-memory.cc). */
+  /** System shared memory regions of this server (native/core/shared-memory.cc). */
   sharedMemory(op: 'register', name: string, key: string, offset: number, byteSize: number): void;
   sharedMemory(op: 'unregister', name?: string): void;
   sharedMemory(op: 'status', name?: string): NativeSharedMemoryStatus[];
@@ -166,7 +166,7 @@ export type OptionCallArgs = ReadonlyArray<string | number | boolean>;
 /** An opaque native object (a custom metric family or metric). */
 export type NativeHandle = { readonly __brand: 'NativeHandle' };
 
-/** Observability functions of the addon (native/metrics.cc, native/logging.cc). */
+/** Observability functions of the addon (native/observability/metrics.cc, native/observability/logging.cc). */
 export interface NativeObservability {
   metricFamilyNew(libraryPath: string, kind: number, name: string, description: string): NativeHandle;
   metricFamilyDelete(family: NativeHandle): void;
@@ -182,7 +182,7 @@ export interface NativeObservability {
   logMessage(libraryPath: string, level: number, file: string, line: number, message: string): void;
   /**
    * Arms a TIMESTAMPS trace for the next request this thread submits
-   * (native/trace.cc). Resolves once Triton released it, with its records
+   * (native/observability/trace.cc). Resolves once Triton released it, with its records
    * flat as trace id, parent id, model, version, activity, timestamp (ns).
    */
   traceNext(libraryPath: string): Promise<Array<bigint | string | number>>;
@@ -219,9 +219,9 @@ export interface NativeAddon extends NativeObservability {
   externalBuffersAllowed(): boolean;
   /** Shared memory mappings not yet unmapped, process-wide. */
   liveSharedMemoryMappings(): number;
-  /** The backend side of bound models (native/backend.cc). */
+  /** The backend side of bound models (native/backend/backend.cc). */
   readonly boundModels: NativeBoundModels;
-  /** The native HTTP/1.1 front end (native/http-frontend.cc). */
+  /** The native HTTP/1.1 front end (native/kserve/http-frontend.cc). */
   readonly NativeHttpFrontend: new (
     server: NativeServer,
     options: NativeHttpOptions,

@@ -15,7 +15,7 @@ import { closest } from './check.js';
 import { TritonError } from './errors.js';
 
 // ---------------------------------------------------------------------------
-// Numeric enum values of the C API (native/triton_api.h).
+// Numeric enum values of the C API (native/core/triton_api.h).
 
 /** `TRITONSERVER_ModelControlMode` by option value. */
 export const MODEL_CONTROL_MODES = { none: 0, poll: 1, explicit: 2 } as const;

@@ -3,7 +3,7 @@
  * a client creates a POSIX shared memory segment (`/dev/shm/<key>` on Linux),
  * registers a range of it as a named region, and requests then name the
  * region in place of an input's data or as the place an output is written.
- * The addon maps each region once (native/shared-memory.cc); inputs are
+ * The addon maps each region once (native/core/shared-memory.cc); inputs are
  * handed to Triton where they lie, outputs are written there by Triton.
  */
 import { z } from 'zod';

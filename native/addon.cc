@@ -1,18 +1,18 @@
 // Registration only: the functions lib/native.ts sees.
-#include "addon.h"
+#include "core/addon.h"
 
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
 
-#include "backend.h"
-#include "blocking.h"
-#include "http-frontend.h"
-#include "inference.h"
-#include "probe.h"
-#include "observability.h"
-#include "trace.h"
-#include "server.h"
+#include "backend/backend.h"
+#include "core/blocking.h"
+#include "core/probe.h"
+#include "inference/inference.h"
+#include "kserve/http-frontend.h"
+#include "observability/observability.h"
+#include "observability/trace.h"
+#include "server-wrap.h"
 
 namespace tsn {
 

@@ -1,5 +1,5 @@
 // The libFuzzer harnesses of the addon's network parsers (test/fuzz/:
-// native/http-wire.cc and native/grpc-wire.cc under ASan and UBSan), built
+// native/kserve/http-wire.cc and native/kserve/grpc-wire.cc under ASan and UBSan), built
 // with clang and run briefly from their committed seeds with a fixed seed,
 // so a run is the same each time: a crash, a sanitizer report or a broken
 // invariant fails the test. test/fuzz/run.sh runs one harness for longer.

@@ -222,8 +222,8 @@ describe('serverOptionCalls', () => {
 });
 
 describe('SERVER_OPTION_FUNCTIONS', () => {
-  it('lists exactly the ServerOptions setters declared in native/triton_api.h', () => {
-    const header = readFileSync(new URL('../native/triton_api.h', import.meta.url), 'utf8');
+  it('lists exactly the ServerOptions setters declared in native/core/triton_api.h', () => {
+    const header = readFileSync(new URL('../native/core/triton_api.h', import.meta.url), 'utf8');
     const declared = [...header.matchAll(/X\(\s*\d+\s*,[^,]+,\s*(ServerOptions\w+)\s*,/g)]
       .map((m) => m[1])
       .filter((name) => name !== 'ServerOptionsNew' && name !== 'ServerOptionsDelete');

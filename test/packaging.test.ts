@@ -185,8 +185,8 @@ describe('npm pack', () => {
         'prebuilds/linux-arm64/tritonserver-node.node',
         'binding.gyp',
         'native/addon.cc',
-        'native/loader.cc',
-        'native/triton_api.h',
+        'native/core/loader.cc',
+        'native/core/triton_api.h',
       ]),
     );
   });

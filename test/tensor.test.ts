@@ -49,8 +49,8 @@ function expectInvalid(fn: () => unknown, message: string): void {
 const utf8 = (s: string): Uint8Array => new TextEncoder().encode(s);
 
 describe('data types', () => {
-  it('match the TRITONSERVER_DataType values of native/triton_api.h', () => {
-    const header = readFileSync(new URL('../native/triton_api.h', import.meta.url), 'utf8');
+  it('match the TRITONSERVER_DataType values of native/core/triton_api.h', () => {
+    const header = readFileSync(new URL('../native/core/triton_api.h', import.meta.url), 'utf8');
     const declared = new Map(
       [...header.matchAll(/TRITONSERVER_TYPE_(\w+) = (\d+)/g)].map((m) => [m[1] as string, Number(m[2])]),
     );

@@ -1,7 +1,7 @@
 /**
  * The native engines of serveKServe: the addon listens on a thread of its
  * own and answers plain binary inference requests with Triton's C API,
- * never entering JS (native/http-frontend.cc). Every other request reaches
+ * never entering JS (native/kserve/http-frontend.cc). Every other request reaches
  * the same JS server and handler as with the `node` engine, through a
  * virtual socket per connection, so both engines answer them alike: for
  * HTTP/1.1 the connection's bytes from where the addon stopped reading, for

@@ -3,7 +3,7 @@
  * their export as OpenTelemetry spans.
  *
  * `infer({ ..., trace: true })` arms a native trace for that one request
- * (native/trace.cc): Triton reports each activity with a steady-clock
+ * (native/observability/trace.cc): Triton reports each activity with a steady-clock
  * timestamp in nanoseconds (CLOCK_MONOTONIC, the clock of
  * `process.hrtime.bigint()`), and the records reach JS once Triton releases
  * the trace. Ensemble steps are child traces (their `parentId` is the

@@ -7,7 +7,7 @@
 // holding the caller's callbacks, JSON messages serialized once, and
 // metrics snapshots in Prometheus text format. Also checks at compile time
 // that every exported function has exactly the signature listed in
-// native/triton_api.h.
+// native/core/triton_api.h.
 #include <type_traits>
 
 #include "server.h"

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "native/triton_api.h"
+#include "native/core/triton_api.h"
 
 #define TC_EXPORT __attribute__((visibility("default")))
 

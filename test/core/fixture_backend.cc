@@ -1,6 +1,6 @@
 // Test core fixture: a small backend library (libtriton_fixture.so) that
 // drives the test core's backend API the way a Triton backend does. Built
-// against native/backend_api.h and native/triton_api.h only; it links
+// against native/core/backend_api.h and native/core/triton_api.h only; it links
 // against libtritonserver.so like Triton's backends.
 //
 // The model: input "X" (FP32, any shape), output "Y" = 2 * X, batching
@@ -37,7 +37,7 @@
 #include <thread>
 #include <vector>
 
-#include "native/backend_api.h"
+#include "native/core/backend_api.h"
 
 #define FX_EXPORT __attribute__((visibility("default")))
 

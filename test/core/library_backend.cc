@@ -1,5 +1,5 @@
 // Test core: backends in shared libraries, driven through Triton's backend
-// API (the TRITONBACKEND_* functions of native/backend_api.h).
+// API (the TRITONBACKEND_* functions of native/core/backend_api.h).
 //
 // Follows Triton r25.07 (tritonbackend.h and the loader in backend_model.cc,
 // backend_manager.cc, backend_model_instance.cc):
@@ -45,7 +45,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "native/backend_api.h"
+#include "native/core/backend_api.h"
 #include "server.h"
 #include "trace.h"
 
@@ -60,7 +60,7 @@ TRITON_BACKEND_API_FUNCTIONS(TC_DECLARE_BACKEND_API)
 #define TC_CHECK_BACKEND_API(ret, name, params)                            \
   static_assert(                                                           \
       std::is_same_v<decltype(&TRITONBACKEND_##name), TritonBackendFn_##name>, \
-      "TRITONBACKEND_" #name " differs from native/backend_api.h");
+      "TRITONBACKEND_" #name " differs from native/core/backend_api.h");
 TRITON_BACKEND_API_FUNCTIONS(TC_CHECK_BACKEND_API)
 #undef TC_CHECK_BACKEND_API
 

@@ -19,8 +19,8 @@
 #include <thread>
 #include <vector>
 
-#include "native/backend_api.h"
-#include "native/triton_api.h"
+#include "native/core/backend_api.h"
+#include "native/core/triton_api.h"
 
 namespace {
 

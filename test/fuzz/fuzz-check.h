@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "../../native/http-wire.h"
+#include "../../native/kserve/http-wire.h"
 
 // abort(), not a return: a broken invariant is a bug, and libFuzzer keeps
 // the input only when the process dies. The condition is printed first so a

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "../../native/grpc-wire.h"
+#include "../../native/kserve/grpc-wire.h"
 #include "fuzz-check.h"
 
 using tsn::grpc::InferRequest;

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "../../native/http-wire.h"
+#include "../../native/kserve/http-wire.h"
 #include "fuzz-check.h"
 
 using tsn::http::HeadStatus;

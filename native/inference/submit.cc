@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "inference-internal.h"
-#include "trace.h"
+#include "../observability/trace.h"
 
 namespace tsn {
 

@@ -1,5 +1,5 @@
 // The native front ends' loop, and the HTTP/1.1 engine on it (the gRPC
-// engine's HTTP/2 is native/grpc-frontend.cc; what both share, frontend.h).
+// engine's HTTP/2 is native/kserve/grpc-frontend.cc; what both share, frontend.h).
 // Threads: the front end's loop thread owns the listener, every connection
 // and every Triton request made here (made, cancelled and deleted there).
 // Triton's threads only queue completions, JS only queues commands (the
@@ -29,7 +29,8 @@
 #include <vector>
 
 #include "frontend.h"
-#include "inference.h"
+#include "../inference/inference.h"
+#include "../server-wrap.h"
 
 namespace tsn {
 

@@ -18,8 +18,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "errors.h"
-#include "server.h"
+#include "../core/errors.h"
+#include "../core/server.h"
 
 namespace tsn {
 
@@ -59,7 +59,7 @@ struct NameHolder {
   SharedName name;
 };
 
-class InferenceEngine {
+class InferenceEngine : public RequestSource {
  public:
   static std::shared_ptr<InferenceEngine> Create(
       Napi::Env env, std::shared_ptr<ServerState> state,
@@ -75,7 +75,7 @@ class InferenceEngine {
   void Cancel(Napi::Env env, uint64_t token);
   // Cancels every request of this engine still inside Triton (any thread;
   // API >= 1.25).
-  void CancelAll();
+  void CancelAll() override;
   // Waits until none of this engine's requests is inside Triton; a negative
   // timeout waits for ever. True when none is left.
   bool WaitUntilIdle(std::chrono::milliseconds timeout);

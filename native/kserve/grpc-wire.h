@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "http-wire.h"
-#include "triton_api.h"
+#include "../core/triton_api.h"
 
 namespace tsn::grpc {
 

@@ -9,7 +9,7 @@
 
 #include <napi.h>
 
-#include "loader.h"
+#include "../core/loader.h"
 
 namespace tsn {
 

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "inference-internal.h"
-#include "trace.h"
+#include "../observability/trace.h"
 
 namespace tsn {
 

@@ -23,9 +23,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backend_api.h"
-#include "errors.h"
-#include "loader.h"
+#include "../core/backend_api.h"
+#include "../core/errors.h"
+#include "../core/loader.h"
 
 namespace tsn {
 namespace {

@@ -3,8 +3,8 @@
 // write), so they run on the JS thread.
 #include <string>
 
-#include "errors.h"
-#include "loader.h"
+#include "../core/errors.h"
+#include "../core/loader.h"
 #include "observability.h"
 
 namespace tsn {

@@ -441,7 +441,7 @@ constexpr uint32_t kTritonApiMinMinor = 17;
     (TRITONSERVER_Server * server,                                             \
      TRITONSERVER_InferenceRequest * inference_request,                        \
      TRITONSERVER_InferenceTrace * trace))                                    \
-  /* custom metrics (native/metrics.cc) */                                   \
+  /* custom metrics (native/observability/metrics.cc) */                                   \
   X(11, TRITONSERVER_Error*, MetricFamilyNew,                                \
     (TRITONSERVER_MetricFamily * *family, const TRITONSERVER_MetricKind kind, \
      const char* name, const char* description))                             \
@@ -470,12 +470,12 @@ constexpr uint32_t kTritonApiMinMinor = 17;
      const TRITONSERVER_MetricArgs* args))                                   \
   X(34, TRITONSERVER_Error*, MetricObserve,                                  \
     (TRITONSERVER_Metric * metric, double value))                            \
-  /* logging (native/logging.cc) */                                          \
+  /* logging (native/observability/logging.cc) */                                          \
   X(0, bool, LogIsEnabled, (TRITONSERVER_LogLevel level))                    \
   X(0, TRITONSERVER_Error*, LogMessage,                                      \
     (TRITONSERVER_LogLevel level, const char* filename, const int line,      \
      const char* msg))                                                       \
-  /* tracing (native/trace.cc) */                                            \
+  /* tracing (native/observability/trace.cc) */                                            \
   X(0, TRITONSERVER_Error*, InferenceTraceNew,                               \
     (TRITONSERVER_InferenceTrace * *trace,                                   \
      TRITONSERVER_InferenceTraceLevel level, uint64_t parent_id,             \

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "triton_api.h"
+#include "../core/triton_api.h"
 
 namespace tsn::http {
 

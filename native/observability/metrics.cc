@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "errors.h"
-#include "loader.h"
+#include "../core/errors.h"
+#include "../core/loader.h"
 #include "observability.h"
 
 namespace tsn {

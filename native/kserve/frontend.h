@@ -1,5 +1,5 @@
-// What the native front ends (native/http-frontend.cc for HTTP/1.1 and the
-// loop, native/grpc-frontend.cc for gRPC) share: the loop's state, its
+// What the native front ends (native/kserve/http-frontend.cc for HTTP/1.1 and the
+// loop, native/kserve/grpc-frontend.cc for gRPC) share: the loop's state, its
 // connections and the requests it makes. Internal to those two files.
 #pragma once
 
@@ -18,12 +18,12 @@
 
 #include <napi.h>
 
-#include "errors.h"
+#include "../core/errors.h"
 #include "grpc-wire.h"
 #include "http-wire.h"
 #include "nghttp2-api.h"
-#include "output-memory.h"
-#include "server.h"
+#include "../inference/output-memory.h"
+#include "../core/server.h"
 
 namespace tsn::frontend {
 
@@ -344,7 +344,7 @@ std::optional<Failure> ReadResponse(const TritonApi& api, TRITONSERVER_Inference
                                     ResponseView* view);
 
 #if defined(TSN_HAVE_NGHTTP2)
-// nghttp2's callbacks for the sessions with clients (client_side) or with JS (native/grpc-frontend.cc).
+// nghttp2's callbacks for the sessions with clients (client_side) or with JS (native/kserve/grpc-frontend.cc).
 nghttp2_session_callbacks* MakeCallbacks(const Nghttp2Api& h2, bool client_side);
 #endif
 

@@ -7,7 +7,7 @@
 #include <optional>
 #include <vector>
 
-#include "addon.h"
+#include "../core/addon.h"
 #include "inference-internal.h"
 #include "output-memory.h"
 
