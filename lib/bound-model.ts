@@ -22,7 +22,8 @@ import {
   type NativeBoundOutput,
   type NativeBoundRequest,
 } from './native.js';
-import { DATA_TYPES, normalizeInput, outputTensor, type DataType, type InputData, type Tensor, type TensorInit } from './tensor.js';
+import { normalizeInput, outputTensor, type InputData, type Tensor, type TensorInit } from './tensor.js';
+import { DATA_TYPES, type DataType } from './data-types.js';
 
 const nonNegativeInt = z.number().int().nonnegative();
 const tensorName = z.string().min(1).refine((name) => !name.includes('\0'), 'must not contain NUL characters');

@@ -4,7 +4,8 @@
  * output's top `k` values per batch row as BYTES `"<value>:<index>"`.
  */
 import { TritonError } from './errors.js';
-import { encodeBytes, outputTensor, DATA_TYPE_INFO, type Tensor } from './tensor.js';
+import { encodeBytes, outputTensor, type Tensor } from './tensor.js';
+import { DATA_TYPE_INFO } from './data-types.js';
 
 /**
  * Triton's classification extension: the top `k` values per batch row as

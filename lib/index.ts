@@ -1,14 +1,5 @@
 export { TritonError, isTritonError, ERROR_CODES, type TritonErrorCode, type ModelLoadFailure } from './errors.js';
-export {
-  Server,
-  type ServerMetadata,
-  type ModelIndexEntry,
-  type LoadModelOptions,
-  type UnloadModelOptions,
-  type StopOptions,
-  type StopReport,
-  type SharedServerHandle,
-} from './server.js';
+export { Server, type StopOptions, type StopReport, type SharedServerHandle } from './server.js';
 export {
   boundModelDefinitionSchema,
   liveBoundBatches,
@@ -28,18 +19,43 @@ export type {
   ModelRecoveredEvent,
   ModelRecoveryFailedEvent,
 } from './model-health.js';
+export { Model, type ModelStatistics, type ModelBatchProperties, type ModelTransactionProperties } from './model.js';
+export type {
+  InferenceServer,
+  InferenceModel,
+  InferenceRequest,
+  InferenceResponse,
+  SequenceOptions,
+  OutputBufferSpec,
+  ServerMetadata,
+  ModelIndexEntry,
+  LoadModelOptions,
+  UnloadModelOptions,
+  ModelVersion,
+  ModelMetadata,
+  TensorMetadata,
+} from './surface.js';
+export { DATA_TYPES, DATA_TYPE_INFO, dataTypeFromEnum, type DataType, type DataTypeInfo } from './data-types.js';
 export {
-  Model,
-  type ModelVersion,
-  type ModelMetadata,
-  type TensorMetadata,
-  type ModelStatistics,
-  type ModelBatchProperties,
-  type ModelTransactionProperties,
-} from './model.js';
-export type { InferenceServer, InferenceModel } from './surface.js';
-export type { InferenceRequest, InferenceResponse, SequenceOptions, OutputBufferSpec } from './inference.js';
-export * from './tensor.js';
+  Tensor,
+  dataTypeEnum,
+  encodeBytes,
+  decodeBytes,
+  float32ToFloat16Bits,
+  float16BitsToFloat32,
+  float32ToBfloat16Bits,
+  bfloat16BitsToFloat32,
+  type TypedArray,
+  type Float16ArrayLike,
+  type TensorData,
+  type TensorDataMap,
+  type TensorArrayMap,
+  type InputData,
+  type TensorInit,
+  type InputValue,
+  type InferDataType,
+  type TensorFromOptions,
+} from './tensor.js';
 export {
   SharedMemory,
   sharedMemoryRegisterOptionsSchema,

@@ -2,40 +2,12 @@
 import { checkInteger, checkName } from './check.js';
 import { TritonError } from './errors.js';
 import { classificationTensor } from './classification.js';
-import type { Inference, InferenceRequest, InferenceResponse, OutputBufferSpec } from './inference.js';
+import type { Inference } from './inference.js';
 import { checkRequest } from './request-check.js';
 import { parseModelConfigJson, type ModelConfig } from './model-config.js';
 import type { NativeServer } from './native.js';
-import type { DataType } from './tensor.js';
-import type { InferenceModel } from './surface.js';
+import type { InferenceModel, InferenceRequest, InferenceResponse, ModelMetadata, ModelVersion, OutputBufferSpec } from './surface.js';
 import { parseStatisticsJson, type ModelStatistics } from './observability/statistics.js';
-
-/** A model version number; -1 lets Triton choose (the version policy's latest). */
-export type ModelVersion = number;
-
-/** An input or output as model metadata describes it. */
-export interface TensorMetadata {
-  /** The tensor's name. */
-  name: string;
-  /** Its data type (the metadata's name, `FP32`, not the config's `TYPE_FP32`). */
-  datatype: DataType;
-  /** Includes the batch dimension (-1) when the model batches. */
-  shape: number[];
-}
-
-/** `TRITONSERVER_ServerModelMetadata`. */
-export interface ModelMetadata {
-  /** The model's name. */
-  name: string;
-  /** The versions the metadata is for, as decimal strings (the handle's version, or every ready one). */
-  versions: string[];
-  /** The model's platform or backend, such as `onnxruntime_onnx`, `pytorch_libtorch`, `python`, `ensemble`. */
-  platform: string;
-  /** The model's inputs. */
-  inputs: TensorMetadata[];
-  /** The model's outputs. */
-  outputs: TensorMetadata[];
-}
 
 /** How a model batches (`TRITONSERVER_ServerModelBatchProperties`). */
 export interface ModelBatchProperties {

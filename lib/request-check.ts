@@ -14,7 +14,7 @@ import {
   invalidParameterError,
   isCString,
 } from './check.js';
-import type { InferenceRequest } from './inference.js';
+import type { InferenceRequest } from './surface.js';
 
 export const REQUEST_FIELDS: ReadonlySet<string> = new Set([
   'inputs',

@@ -17,11 +17,11 @@ import {
 } from './check.js';
 import { TritonError, type ModelLoadFailure } from './errors.js';
 import { BoundModels, type BoundHandler, type BoundModelDefinition } from './bound-model.js';
-import { Inference, type InferenceRequest, type InferenceResponse } from './inference.js';
+import { Inference } from './inference.js';
 import { SharedMemory } from './shared-memory.js';
-import { Model, type ModelVersion } from './model.js';
+import { Model } from './model.js';
 import type { ServerEventName, ServerEvents } from './model-health.js';
-import { validateModelConfig, type ModelConfigInput } from './model-config.js';
+import { validateModelConfig } from './model-config.js';
 import { refuseAbortingConfigs } from './model-repository.js';
 import {
   findLibrary,
@@ -44,44 +44,16 @@ import { logIsEnabled, logMessage, type LogLevel } from './observability/logging
 import { parseMetricsText, type MetricSample } from './observability/metrics.js';
 import { PackageMetrics } from './observability/package-metrics.js';
 import { parseStatisticsJson, type ModelStatistics } from './observability/statistics.js';
-import type { InferenceServer } from './surface.js';
-
-/** `TRITONSERVER_ServerMetadata`. */
-export interface ServerMetadata {
-  /** The server's id: the `serverId` option (Triton's default `triton`). */
-  name: string;
-  /** Triton's version, such as `2.59.0`. */
-  version: string;
-  /** The protocol extensions Triton supports (`classification`, `sequence`, `model_repository`, `statistics`, `logging`, ...). */
-  extensions: string[];
-}
-
-/** One model of the repository, as `TRITONSERVER_ServerModelIndex` lists it. */
-export interface ModelIndexEntry {
-  /** The model's name. */
-  name: string;
-  /** Absent for a model that was never loaded. */
-  version?: string;
-  /** e.g. `READY`, `UNAVAILABLE`, `LOADING`, `UNLOADING`. */
-  state?: string;
-  /** Why the model is in that state: Triton's load error for a model that failed to load, `unloaded` after an unload. */
-  reason?: string;
-}
-
-/** Options of {@link Server.loadModel}; unknown fields throw `TritonError('INVALID_ARG')`. */
-export interface LoadModelOptions {
-  /**
-   * A model configuration to use instead of the repository's config.pbtxt,
-   * sent as Triton's `config` load parameter (validated first).
-   */
-  config?: ModelConfigInput;
-  /**
-   * Model files by path relative to the model directory (e.g. `1/model.py`),
-   * sent as `file:` load parameters so a model loads from memory. Needs
-   * `config`.
-   */
-  files?: Record<string, Uint8Array | string>;
-}
+import type {
+  InferenceRequest,
+  InferenceResponse,
+  InferenceServer,
+  LoadModelOptions,
+  ModelIndexEntry,
+  ModelVersion,
+  ServerMetadata,
+  UnloadModelOptions,
+} from './surface.js';
 
 /** Options of {@link Server.stop}; unknown fields throw `TritonError('INVALID_ARG')`. */
 export interface StopOptions {
@@ -137,20 +109,6 @@ export interface StopReport {
   requestsInside: number;
   /** Empty when complete; else what was left running, with Triton's message. */
   message: string;
-}
-
-/** Options of {@link Server.unloadModel}; unknown fields throw `TritonError('INVALID_ARG')`. */
-export interface UnloadModelOptions {
-  /** Also unload models that depend on it (ensembles). Default false. */
-  unloadDependents?: boolean;
-  /** Resolve only once the model has finished unloading. Default true. */
-  wait?: boolean;
-  /**
-   * How long to wait for the unload, in ms; then reject with UNAVAILABLE
-   * (the unload goes on in Triton). Default: the exit timeout. A Python
-   * model whose stub died never finishes unloading (Triton r25.07).
-   */
-  timeoutMs?: number;
 }
 
 const UNLOAD_POLL_MS = 5;

@@ -9,7 +9,7 @@
 import { z } from 'zod';
 import { TritonError } from './errors.js';
 import { native, type NativeServer, type NativeSharedMemorySpan } from './native.js';
-import type { DataType } from './tensor.js';
+import type { DataType } from './data-types.js';
 
 /** Byte counts and offsets: non-negative integers JS numbers hold exactly. */
 const byteCount = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);

@@ -11,68 +11,8 @@ import { Buffer } from 'node:buffer';
 
 import { checkInteger, invalidParameterError } from './check.js';
 import { TritonError } from './errors.js';
+import { DATA_TYPE_INFO, DATA_TYPES, type DataType, type DataTypeInfo } from './data-types.js';
 import type { SharedMemoryInput } from './shared-memory.js';
-
-// ---------------------------------------------------------------------------
-// Data types.
-
-/** Triton's data types, in `TRITONSERVER_DataType` order (the enum value is index + 1). */
-export const DATA_TYPES = [
-  'BOOL',
-  'UINT8',
-  'UINT16',
-  'UINT32',
-  'UINT64',
-  'INT8',
-  'INT16',
-  'INT32',
-  'INT64',
-  'FP16',
-  'FP32',
-  'FP64',
-  'BYTES',
-  'BF16',
-] as const;
-
-/** A Triton tensor data type, named as in model metadata (`"FP32"`, `"BYTES"`, ...). */
-export type DataType = (typeof DATA_TYPES)[number];
-
-/** What the package knows about a data type. */
-export interface DataTypeInfo {
-  /** The `TRITONSERVER_DataType` value. */
-  readonly enum: number;
-  /** Bytes per element; null for BYTES (variable). */
-  readonly byteSize: number | null;
-  /** The JS representation of tensor data. */
-  readonly array: string;
-}
-
-/** Enum value, element size and JS representation of every data type. */
-export const DATA_TYPE_INFO: { readonly [K in DataType]: DataTypeInfo } = {
-  BOOL: { enum: 1, byteSize: 1, array: 'Uint8Array (0 or 1; boolean[] accepted as input)' },
-  UINT8: { enum: 2, byteSize: 1, array: 'Uint8Array' },
-  UINT16: { enum: 3, byteSize: 2, array: 'Uint16Array' },
-  UINT32: { enum: 4, byteSize: 4, array: 'Uint32Array' },
-  UINT64: { enum: 5, byteSize: 8, array: 'BigUint64Array' },
-  INT8: { enum: 6, byteSize: 1, array: 'Int8Array' },
-  INT16: { enum: 7, byteSize: 2, array: 'Int16Array' },
-  INT32: { enum: 8, byteSize: 4, array: 'Int32Array' },
-  INT64: { enum: 9, byteSize: 8, array: 'BigInt64Array' },
-  FP16: { enum: 10, byteSize: 2, array: 'Float16Array where the runtime has it, else Uint16Array of FP16 bits' },
-  FP32: { enum: 11, byteSize: 4, array: 'Float32Array' },
-  FP64: { enum: 12, byteSize: 8, array: 'Float64Array' },
-  BYTES: { enum: 13, byteSize: null, array: 'Uint8Array[] (string or Uint8Array elements as input)' },
-  BF16: { enum: 14, byteSize: 2, array: 'Uint16Array of BF16 bits' },
-};
-
-/** The data type of a `TRITONSERVER_DataType` value; throws INVALID_ARG for others. */
-export function dataTypeFromEnum(value: number): DataType {
-  const datatype = Number.isInteger(value) ? DATA_TYPES[value - 1] : undefined;
-  if (datatype === undefined) {
-    throw new TritonError('INVALID_ARG', `unknown TRITONSERVER_DataType value ${String(value)}`);
-  }
-  return datatype;
-}
 
 /** The `TRITONSERVER_DataType` value of a data type; throws INVALID_ARG for unknown names. */
 export function dataTypeEnum(datatype: DataType): number {
@@ -230,7 +170,7 @@ export interface TensorInit {
  */
 export type InputValue = Tensor | TensorInit | InputData | SharedMemoryInput;
 
-/** An input as the addon takes it: `data` is the caller's own view for TypedArrays (no copy). */
+/** An input as the addon takes it: `data` is the caller's own view for TypedArrays (no copy). @internal */
 export interface NativeInput {
   /** The input's name, as the model declares it. */
   name: string;
@@ -340,7 +280,7 @@ type NumericDataType = Exclude<DataType, 'BYTES'>;
 type ArrayConstructorOf = new (length: number) => ArrayBufferView & { readonly length: number };
 type ViewConstructorOf = new (buffer: ArrayBufferLike, byteOffset: number, length: number) => ArrayBufferView;
 
-/** A view of `length` elements of a numeric type's storage array over existing memory. */
+/** A view of `length` elements of a numeric type's storage array over existing memory. @internal */
 export function storageView(datatype: Exclude<DataType, 'BYTES'>, buffer: ArrayBufferLike, byteOffset: number, length: number): ArrayBufferView {
   return new STORAGE[datatype](buffer, byteOffset, length);
 }
@@ -873,6 +813,7 @@ const OWN_CARRIER: Partial<Record<DataType, ViewConstructorOf>> = Object.fromEnt
  * and returns the shape (the caller's, not copied: read at once); returns
  * undefined, appending nothing, for anything else, which normalizeInput
  * then takes (and explains when it is wrong).
+ * @internal
  */
 export function appendPlainInput<Name>(
   fields: Array<Name | number | ArrayBufferView>,
@@ -919,6 +860,7 @@ export function appendPlainInput<Name>(
  * @throws {@link TritonError} `INVALID_ARG` naming the input: unknown data
  *   type, a data type other than the model's, a shape that does not match the
  *   data, data of the wrong kind, or a shared memory input.
+ * @internal
  */
 export function normalizeInput(name: string, value: InputValue, expectedDatatype?: DataType): NativeInput {
   const label = `input '${name}'`;
@@ -1148,7 +1090,7 @@ function copyShape(label: string, shape: readonly number[], count: number): numb
 // ---------------------------------------------------------------------------
 // Outputs.
 
-/** The memory a tensor's elements are in (BYTES: its wire form). */
+/** The memory a tensor's elements are in (BYTES: its wire form). @internal */
 export function tensorBytes(tensor: Tensor): ArrayBufferView {
   return tensorWire(tensor) ?? (tensor.data as ArrayBufferView);
 }
@@ -1161,6 +1103,7 @@ export function tensorBytes(tensor: Tensor): ArrayBufferView {
  * `byteOffset` forces a copy, and `copy` (bytes in the buffer the addon
  * shares between small outputs). Throws `TritonError('INTERNAL')` when the
  * bytes do not match the shape and `UNSUPPORTED` for an unknown data type.
+ * @internal
  */
 export function outputTensor(
   name: string,

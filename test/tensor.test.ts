@@ -3,13 +3,10 @@ import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, expectTypeOf, it, vi } from 'vitest';
 
 import { TritonError } from '../lib/errors.js';
+import { DATA_TYPE_INFO, DATA_TYPES, dataTypeFromEnum, type DataType } from '../lib/data-types.js';
 import {
   bfloat16BitsToFloat32,
-  DATA_TYPE_INFO,
-  DATA_TYPES,
-  type DataType,
   dataTypeEnum,
-  dataTypeFromEnum,
   decodeBytes,
   encodeBytes,
   float16BitsToFloat32,

@@ -6,10 +6,11 @@
  * received message; the other messages through @grpc/proto-loader's.
  */
 import { TritonError, type TritonErrorCode } from '../errors.js';
-import type { ModelMetadata, TensorMetadata } from '../model.js';
+import type { ModelMetadata, TensorMetadata } from '../surface.js';
 import { parseStatistics, type ModelStatistics } from '../observability/statistics.js';
-import type { ModelIndexEntry, ServerMetadata } from '../server.js';
-import { DATA_TYPE_INFO, outputTensor, type Tensor } from '../tensor.js';
+import type { ModelIndexEntry, ServerMetadata } from '../surface.js';
+import { outputTensor, type Tensor } from '../tensor.js';
+import { DATA_TYPE_INFO } from '../data-types.js';
 import { checkDatatype } from '../kserve/codec.js';
 import { decodeModelInferResponse, decodeModelStreamInferResponse, encodeModelInferRequest, type WireInferResponse } from '../kserve/infer-wire.js';
 import { loadInferenceMessages, type MessageCodec } from '../kserve/proto.js';

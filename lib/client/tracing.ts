@@ -6,7 +6,7 @@
  * asks with `trace: { tracer }`.
  */
 import { TritonError } from '../errors.js';
-import type { InferenceRequest } from '../inference.js';
+import type { InferenceRequest } from '../surface.js';
 import type { TracerLike } from '../observability/tracing.js';
 
 type OpenTelemetryApi = typeof import('@opentelemetry/api');

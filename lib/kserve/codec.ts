@@ -13,18 +13,9 @@ import { classify } from '../classification.js';
 import type { SharedMemoryInput, SharedMemoryRange } from '../shared-memory.js';
 import { JsonData, parseNetworkJson } from './json-reader.js';
 import { checkHttpInputSource, checkSharedMemoryOutput, sharedMemoryInput, sharedMemoryParameters } from './shared-memory.js';
-import type { InferenceRequest, InferenceResponse } from '../inference.js';
-import {
-  DATA_TYPE_INFO,
-  DATA_TYPES,
-  bytesTensor,
-  encodeBytes,
-  storageView,
-  tensorBytes as storageBytes,
-  type DataType,
-  type Tensor,
-  type TensorInit,
-} from '../tensor.js';
+import type { InferenceRequest, InferenceResponse } from '../surface.js';
+import { bytesTensor, encodeBytes, storageView, tensorBytes as storageBytes, type Tensor, type TensorInit } from '../tensor.js';
+import { DATA_TYPE_INFO, DATA_TYPES, type DataType } from '../data-types.js';
 
 /** A request parameter value as KServe carries it. */
 export type ParameterValue = string | number | boolean;

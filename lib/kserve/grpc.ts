@@ -14,9 +14,10 @@ import type { AddressInfo, Socket } from 'node:net';
 import { promisify } from 'node:util';
 import { deflate, gunzip, gzip, inflate } from 'node:zlib';
 import { TritonError, type TritonErrorCode } from '../errors.js';
-import type { InferenceRequest, InferenceResponse } from '../inference.js';
+import type { InferenceRequest, InferenceResponse } from '../surface.js';
 import type { Server } from '../server.js';
-import { bytesTensor, encodeBytes, numbersToStorage, type DataType, type TensorInit } from '../tensor.js';
+import { bytesTensor, encodeBytes, numbersToStorage, type TensorInit } from '../tensor.js';
+import { type DataType } from '../data-types.js';
 import {
   checkDatatype,
   checkShape,

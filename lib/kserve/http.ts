@@ -7,9 +7,10 @@ import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:
 import { promisify } from 'node:util';
 import { createGunzip, createInflate, deflate, gzip } from 'node:zlib';
 import { TritonError, type TritonErrorCode } from '../errors.js';
-import type { InferenceRequest } from '../inference.js';
+import type { InferenceRequest } from '../surface.js';
 import type { Server } from '../server.js';
-import { DATA_TYPE_INFO, type Tensor, type TensorInit } from '../tensor.js';
+import { type Tensor, type TensorInit } from '../tensor.js';
+import { DATA_TYPE_INFO } from '../data-types.js';
 import {
   checkParameters,
   decodeHttpInferRequest,

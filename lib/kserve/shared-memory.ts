@@ -10,7 +10,7 @@
 import { TritonError } from '../errors.js';
 import type { Server } from '../server.js';
 import type { SharedMemoryInput, SharedMemoryRange, SharedMemoryRegion } from '../shared-memory.js';
-import type { DataType } from '../tensor.js';
+import type { DataType } from '../data-types.js';
 
 /** A tensor parameter value as the codecs carry it. */
 type ParameterValue = string | number | boolean;
