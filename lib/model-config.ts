@@ -821,36 +821,11 @@ function nameOf(input: unknown): unknown {
 // ---------------------------------------------------------------------------
 // Semantic checks
 
-/**
- * Checks that need more than one field at a time. Returns one
- * `<path>: <problem>` line per problem, in config order; empty when fine.
- *
- * - every `dims` / `reshape.shape` entry of an input or output is a positive
- *   integer or -1, and its data type is not `TYPE_INVALID`;
- * - `dynamic_batching` needs batching (`max_batch_size: 0` disables it);
- *   preferred batch sizes are positive and at most `max_batch_size`;
- *   `default_priority_level` lies in `[1, priority_levels]`;
- * - input names, and output names, are unique;
- * - at most one of `dynamic_batching`, `sequence_batching`,
- *   `ensemble_scheduling`, and of the version policies;
- * - an ensemble (`platform: "ensemble"`) has `ensemble_scheduling`; each
- *   step's `input_map` values are ensemble inputs or outputs of an earlier
- *   step; each ensemble tensor is produced by one step only; every ensemble
- *   output is produced by some step;
- * - instance groups: GPU ids are non-negative; `KIND_CPU`/`KIND_MODEL`
- *   groups list no GPUs;
- * - for ONNX Runtime and PyTorch models, the values of the backends' known
- *   `parameters` and ONNX Runtime's `optimization.graph.level` parse as the
- *   backend parses them (backend-parameters.ts).
- */
-export function checkModelConfig(config: ModelConfig): string[] {
-  checkObject('checkModelConfig(config)', config);
-  const problems: string[] = [];
-  const add = (path: string, message: string): void => {
-    problems.push(`${path}: ${message}`);
-  };
+/** Records a problem of the config at a field path. */
+type AddProblem = (path: string, message: string) => void;
 
-  // Tensor shapes.
+/** Inputs and outputs: usable data types, shapes of positive dims or -1, unique names. */
+function tensorProblems(config: ModelConfig, add: AddProblem): void {
   const checkShape = (path: string, dims: readonly number[] | undefined): void => {
     dims?.forEach((d, i) => {
       if (d !== -1 && !(Number.isInteger(d) && d > 0)) {
@@ -877,8 +852,10 @@ export function checkModelConfig(config: ModelConfig): string[] {
       }
     });
   }
+}
 
-  // Scheduling choice and version policy are oneofs in the proto.
+/** The scheduling choice and the version policy are oneofs in the proto: at most one of each. */
+function schedulingProblems(config: ModelConfig, add: AddProblem): void {
   const schedulers = (['dynamic_batching', 'sequence_batching', 'ensemble_scheduling'] as const).filter(
     (k) => config[k] !== undefined,
   );
@@ -890,8 +867,10 @@ export function checkModelConfig(config: ModelConfig): string[] {
     const set = (['latest', 'all', 'specific'] as const).filter((k) => policy[k] !== undefined);
     if (set.length > 1) add('version_policy', `only one of latest, all, specific may be set (got ${set.join(', ')})`);
   }
+}
 
-  // Dynamic batching.
+/** Dynamic batching against max_batch_size and its priority levels. */
+function dynamicBatchingProblems(config: ModelConfig, add: AddProblem): void {
   const db = config.dynamic_batching;
   if (db) {
     const mbs = config.max_batch_size;
@@ -911,8 +890,10 @@ export function checkModelConfig(config: ModelConfig): string[] {
       }
     }
   }
+}
 
-  // Ensembles.
+/** An ensemble's steps: each tensor produced once, consumed after it is produced, every output produced. */
+function ensembleProblems(config: ModelConfig, add: AddProblem): void {
   const steps = config.ensemble_scheduling?.step ?? [];
   if (config.platform === 'ensemble') {
     if (config.ensemble_scheduling === undefined) {
@@ -953,8 +934,10 @@ export function checkModelConfig(config: ModelConfig): string[] {
   } else if (config.ensemble_scheduling !== undefined) {
     add('ensemble_scheduling', `only allowed when platform is "ensemble" (platform is ${JSON.stringify(config.platform ?? '')})`);
   }
+}
 
-  // Instance groups.
+/** Instance groups: GPU ids only where the kind takes GPUs, never negative. */
+function instanceGroupProblems(config: ModelConfig, add: AddProblem): void {
   config.instance_group?.forEach((group, i) => {
     const kind = group.kind ?? 'KIND_AUTO';
     if ((kind === 'KIND_CPU' || kind === 'KIND_MODEL') && group.gpus !== undefined && group.gpus.length > 0) {
@@ -965,10 +948,43 @@ export function checkModelConfig(config: ModelConfig): string[] {
       if (gpu < 0) add(`instance_group[${i}].gpus[${j}]`, `must be a non-negative GPU id (got ${gpu})`);
     });
   });
+}
 
+/**
+ * Checks that need more than one field at a time. Returns one
+ * `<path>: <problem>` line per problem, in config order; empty when fine.
+ *
+ * - every `dims` / `reshape.shape` entry of an input or output is a positive
+ *   integer or -1, and its data type is not `TYPE_INVALID`;
+ * - `dynamic_batching` needs batching (`max_batch_size: 0` disables it);
+ *   preferred batch sizes are positive and at most `max_batch_size`;
+ *   `default_priority_level` lies in `[1, priority_levels]`;
+ * - input names, and output names, are unique;
+ * - at most one of `dynamic_batching`, `sequence_batching`,
+ *   `ensemble_scheduling`, and of the version policies;
+ * - an ensemble (`platform: "ensemble"`) has `ensemble_scheduling`; each
+ *   step's `input_map` values are ensemble inputs or outputs of an earlier
+ *   step; each ensemble tensor is produced by one step only; every ensemble
+ *   output is produced by some step;
+ * - instance groups: GPU ids are non-negative; `KIND_CPU`/`KIND_MODEL`
+ *   groups list no GPUs;
+ * - for ONNX Runtime and PyTorch models, the values of the backends' known
+ *   `parameters` and ONNX Runtime's `optimization.graph.level` parse as the
+ *   backend parses them (backend-parameters.ts).
+ */
+export function checkModelConfig(config: ModelConfig): string[] {
+  checkObject('checkModelConfig(config)', config);
+  const problems: string[] = [];
+  const add: AddProblem = (path, message) => {
+    problems.push(`${path}: ${message}`);
+  };
+  tensorProblems(config, add);
+  schedulingProblems(config, add);
+  dynamicBatchingProblems(config, add);
+  ensembleProblems(config, add);
+  instanceGroupProblems(config, add);
   // What the ONNX Runtime and PyTorch backends parse from parameters and optimization.
   problems.push(...backendParameterProblems(config));
-
   return problems;
 }
 

@@ -608,66 +608,17 @@ function connectionBudget(listen: GrpcListenOptions, limit: number): { maxConcur
   };
 }
 
-/** Starts the gRPC listener. */
-export async function startGrpc(
-  server: Server,
-  options: ResolvedProtocolOptions,
-  listen: GrpcListenOptions,
-): Promise<GrpcFrontend> {
-  const messages = await loadInferenceMessages('serving KServe gRPC');
-  const limit = listen.maxReceiveMessageBytes ?? options.maxBodyBytes;
-  const tls = listen.tls ?? credentialsAsTls(listen.credentials);
-  const budget = connectionBudget(listen, limit);
-  const settings = {
-    initialWindowSize: STREAM_WINDOW_BYTES,
-    maxFrameSize: 1024 * 1024,
-    maxConcurrentStreams: budget.maxConcurrentStreams,
-    maxHeaderListSize: budget.maxHeaderListBytes,
-  };
-  // maxSessionMemory (MB) bounds what one connection may have buffered on Node's side; unsentBytes its answers.
-  const maxSessionMemory = Math.ceil(budget.maxConnectionBytes / (1024 * 1024));
-  const h2 = tls === undefined
-    ? http2.createServer({ settings, maxSessionMemory })
-    : http2.createSecureServer({ ...(tls as http2.SecureServerOptions), settings, maxSessionMemory, allowHTTP1: false });
-  const tracker = new Tracker();
-  const controllers = new ControllerPool();
-  const responseBuffers = new ResponseBuffers();
-  const sessions = new Set<ServerHttp2Session>();
-  /** Ends each open ModelStreamInfer stream (once its requests are done). */
-  const streams = new Set<() => void>();
-
-  const guard = async (call: Call, method: string): Promise<void> => {
-    if (tracker.closing) throw new TritonError('UNAVAILABLE', 'the server is shutting down');
-    const authorize = options.authorize;
-    if (authorize === undefined) return;
-    let allowed = false;
-    try {
-      allowed = await authorize({ protocol: 'grpc', method, path: `${SERVICE_PREFIX}${method}`, headers: call.metadata() as Record<string, string> });
-    } catch {
-      allowed = false;
-    }
-    if (!allowed) throw new CallError(STATUS.PERMISSION_DENIED, 'the request was not authorized');
-  };
-
-  const withTimeout = (request: InferenceRequest): InferenceRequest => {
-    const cap = options.inferTimeoutMs;
-    if (cap !== undefined && (request.timeoutMs === undefined || request.timeoutMs > cap)) request.timeoutMs = cap;
-    return request;
-  };
-
-  const isBatched = async (name: string, version: number, decoded: DecodedRequest): Promise<boolean> => {
-    if (!(decoded.outputs ?? []).some((output) => output.classification !== undefined)) return false;
-    return ((await server.model(name, version).config()).max_batch_size ?? 0) > 0;
-  };
-
+/**
+ * The admin methods (everything but inference) over proto-loader's codecs:
+ * request object in, response object out.
+ */
+function adminMethods(server: Server, options: ResolvedProtocolOptions): Record<string, (request: never) => Promise<unknown>> {
   const requireRepositoryControl = (): void => {
     if (!options.repositoryControl) {
       throw new CallError(STATUS.PERMISSION_DENIED, 'This API is restricted: repository control is disabled on this server (repositoryControl: false)');
     }
   };
-
-  /** Unary methods over proto-loader's codecs: request object in, response object out. */
-  const admin: Record<string, (request: never) => Promise<unknown>> = {
+  return {
     ServerLive: async () => ({ live: await server.live() }),
     ServerReady: async () => ({ ready: await server.ready() }),
     ModelReady: async (request: { name: string; version: string }) => ({
@@ -727,11 +678,86 @@ export async function startGrpc(
     CudaSharedMemoryRegister: (request: { name?: string }) => grpcCudaSharedMemoryRegister(request),
     CudaSharedMemoryUnregister: () => grpcCudaSharedMemoryUnregister(),
   };
+}
 
-  const runAdmin = (call: Call, method: string, message: Buffer): void => {
-    const codec = messages[method] as MessageCodec;
-    guard(call, method)
-      .then(() => (admin[method] as (request: unknown) => Promise<unknown>)(decodeAdmin(method, codec, message)))
+/** The service's calls: authorization, the admin methods and the two inference methods, over `Call`s. */
+class GrpcService {
+  readonly tracker = new Tracker();
+  readonly controllers = new ControllerPool();
+  /** Ends each open ModelStreamInfer stream (once its requests are done). */
+  readonly streams = new Set<() => void>();
+  readonly admin: Record<string, (request: never) => Promise<unknown>>;
+  readonly #responseBuffers = new ResponseBuffers();
+
+  constructor(
+    readonly server: Server,
+    readonly options: ResolvedProtocolOptions,
+    readonly messages: Awaited<ReturnType<typeof loadInferenceMessages>>,
+    /** The largest message a call may send. */
+    readonly limit: number,
+  ) {
+    this.admin = adminMethods(server, options);
+  }
+
+  async guard(call: Call, method: string): Promise<void> {
+    if (this.tracker.closing) throw new TritonError('UNAVAILABLE', 'the server is shutting down');
+    const authorize = this.options.authorize;
+    if (authorize === undefined) return;
+    let allowed = false;
+    try {
+      allowed = await authorize({ protocol: 'grpc', method, path: `${SERVICE_PREFIX}${method}`, headers: call.metadata() as Record<string, string> });
+    } catch {
+      allowed = false;
+    }
+    if (!allowed) throw new CallError(STATUS.PERMISSION_DENIED, 'the request was not authorized');
+  }
+
+  #withTimeout(request: InferenceRequest): InferenceRequest {
+    const cap = this.options.inferTimeoutMs;
+    if (cap !== undefined && (request.timeoutMs === undefined || request.timeoutMs > cap)) request.timeoutMs = cap;
+    return request;
+  }
+
+  async #isBatched(name: string, version: number, decoded: DecodedRequest): Promise<boolean> {
+    if (!(decoded.outputs ?? []).some((output) => output.classification !== undefined)) return false;
+    return ((await this.server.model(name, version).config()).max_batch_size ?? 0) > 0;
+  }
+
+  /** One call on a new stream: the method from its path, its one message read, or the stream's messages. */
+  serve(call: Call, path: string): void {
+    const method = path.startsWith(SERVICE_PREFIX) ? path.slice(SERVICE_PREFIX.length) : '';
+    if (method === 'ModelStreamInfer') {
+      this.#modelStreamInfer(call);
+      return;
+    }
+    if (method !== 'ModelInfer' && !(method in this.admin)) {
+      call.fail({ code: STATUS.UNIMPLEMENTED, message: `The server does not implement the method ${path}` });
+      return;
+    }
+    let request: Buffer | undefined;
+    let count = 0;
+    call.read(
+      this.limit,
+      (message) => {
+        request = message;
+        count++;
+      },
+      () => {
+        if (count !== 1 || request === undefined) {
+          call.fail({ code: STATUS.UNIMPLEMENTED, message: `a unary call takes exactly one message, got ${count}` });
+        } else if (method === 'ModelInfer') {
+          this.#modelInfer(call, request);
+        } else {
+          this.#runAdmin(call, method, request);
+        }
+      },
+    );
+  }
+
+  #runAdmin(call: Call, method: string, message: Buffer): void {
+    const codec = this.messages[method] as MessageCodec;
+    this.guard(call, method)
+      .then(() => (this.admin[method] as (request: unknown) => Promise<unknown>)(decodeAdmin(method, codec, message)))
       .then(
         (response) => {
           const body = codec.responseSerialize(response as object);
@@ -741,15 +767,15 @@ export async function startGrpc(
         },
         (error: unknown) => call.fail(statusOf(error)),
       );
-  };
+  }
 
-  const modelInfer = (call: Call, message: Buffer): void => {
+  #modelInfer(call: Call, message: Buffer): void {
     const run = async (): Promise<Buffer> => {
       const wire = decodeWire(message);
       const decoded = decodeGrpcInferRequest(wire);
       const version = parseVersion(wire.model_version);
-      const model = server.model(wire.model_name, version);
-      const request = withTimeout(decoded.request);
+      const model = this.server.model(wire.model_name, version);
+      const request = this.#withTimeout(decoded.request);
       request.signal = call.signal;
       const classifying = decoded.outputs?.some((output) => output.classification !== undefined) ?? false;
       let response: InferenceResponse;
@@ -758,27 +784,27 @@ export async function startGrpc(
       } finally {
         call.inferenceSettled();
       }
-      const batched = classifying && (await isBatched(wire.model_name, version, decoded));
-      const out = encodeModelInferResponse(encodeGrpcInferResponse(response, decoded, batched), 5, responseBuffers.take);
+      const batched = classifying && (await this.#isBatched(wire.model_name, version, decoded));
+      const out = encodeModelInferResponse(encodeGrpcInferResponse(response, decoded, batched), 5, this.#responseBuffers.take);
       response.dispose();
       return out;
     };
     // Without an authorize hook nothing is awaited before the request is read.
-    (options.authorize === undefined && !tracker.closing ? run() : guard(call, 'ModelInfer').then(run))
+    (this.options.authorize === undefined && !this.tracker.closing ? run() : this.guard(call, 'ModelInfer').then(run))
       .then(
-        (out) => call.send(out, true, () => responseBuffers.give(out)),
+        (out) => call.send(out, true, () => this.#responseBuffers.give(out)),
         (error: unknown) => call.fail(statusOf(error)),
       );
-  };
+  }
 
-  const modelStreamInfer = (call: Call): void => {
+  #modelStreamInfer(call: Call): void {
     // Each message counts as a request in flight; the stream itself is
     // ended by close() once its requests are done.
     let inFlight = 0;
     let ended = false;
     const finish = (): void => {
       if (ended && inFlight === 0) {
-        streams.delete(endStream);
+        this.streams.delete(endStream);
         call.end();
       }
     };
@@ -786,49 +812,14 @@ export async function startGrpc(
       ended = true;
       finish();
     };
-    streams.add(endStream);
-    call.stream.once('close', () => streams.delete(endStream));
-    const writeError = (wire: WireReceivedRequest | undefined, error: unknown): void => {
-      const text = error instanceof Error ? error.message : String(error);
-      const response = { id: wire?.id ?? '', model_name: wire?.model_name ?? '', model_version: wire?.model_version ?? '', parameters: {}, outputs: [], raw_output_contents: [] };
-      call.send(encodeModelStreamInferResponse(text, response, 5));
-    };
-    const run = async (message: Buffer): Promise<void> => {
-      let wire: WireReceivedRequest | undefined;
-      try {
-        await guard(call, 'ModelStreamInfer');
-        wire = decodeWire(message);
-        const decoded = decodeGrpcInferRequest(wire);
-        const version = parseVersion(wire.model_version);
-        const batched = await isBatched(wire.model_name, version, decoded);
-        const model = server.model(wire.model_name, version);
-        const request = withTimeout(decoded.request);
-        request.signal = call.signal;
-        let lastFinal = false;
-        for await (const response of model.stream(request)) {
-          lastFinal = response.final;
-          call.send(encodeModelStreamInferResponse('', encodeGrpcInferResponse(response, decoded, batched, { triton_final_response: response.final }), 5));
-        }
-        if (!lastFinal && decoded.emptyFinal) {
-          call.send(
-            encodeModelStreamInferResponse(
-              '',
-              { id: wire.id, model_name: wire.model_name, model_version: wire.model_version, parameters: { triton_final_response: true }, outputs: [], raw_output_contents: [] },
-              5,
-            ),
-          );
-        }
-      } catch (error) {
-        if (error instanceof CallError) call.fail(statusOf(error));
-        else if (!call.signal.aborted) writeError(wire, error);
-      }
-    };
+    this.streams.add(endStream);
+    call.stream.once('close', () => this.streams.delete(endStream));
     call.read(
-      limit,
+      this.limit,
       (message) => {
-        const done = tracker.begin();
+        const done = this.tracker.begin();
         inFlight++;
-        void run(message).finally(() => {
+        void this.#streamMessage(call, message).finally(() => {
           done();
           inFlight--;
           finish();
@@ -836,7 +827,68 @@ export async function startGrpc(
       },
       endStream,
     );
+  }
+
+  /** One request of a ModelStreamInfer stream: its responses, or an error message on the stream. */
+  async #streamMessage(call: Call, message: Buffer): Promise<void> {
+    let wire: WireReceivedRequest | undefined;
+    try {
+      await this.guard(call, 'ModelStreamInfer');
+      wire = decodeWire(message);
+      const decoded = decodeGrpcInferRequest(wire);
+      const version = parseVersion(wire.model_version);
+      const batched = await this.#isBatched(wire.model_name, version, decoded);
+      const model = this.server.model(wire.model_name, version);
+      const request = this.#withTimeout(decoded.request);
+      request.signal = call.signal;
+      let lastFinal = false;
+      for await (const response of model.stream(request)) {
+        lastFinal = response.final;
+        call.send(encodeModelStreamInferResponse('', encodeGrpcInferResponse(response, decoded, batched, { triton_final_response: response.final }), 5));
+      }
+      if (!lastFinal && decoded.emptyFinal) {
+        call.send(
+          encodeModelStreamInferResponse(
+            '',
+            { id: wire.id, model_name: wire.model_name, model_version: wire.model_version, parameters: { triton_final_response: true }, outputs: [], raw_output_contents: [] },
+            5,
+          ),
+        );
+      }
+    } catch (error) {
+      if (error instanceof CallError) call.fail(statusOf(error));
+      else if (!call.signal.aborted) {
+        const text = error instanceof Error ? error.message : String(error);
+        const response = { id: wire?.id ?? '', model_name: wire?.model_name ?? '', model_version: wire?.model_version ?? '', parameters: {}, outputs: [], raw_output_contents: [] };
+        call.send(encodeModelStreamInferResponse(text, response, 5));
+      }
+    }
+  }
+}
+
+/** Starts the gRPC listener. */
+export async function startGrpc(
+  server: Server,
+  options: ResolvedProtocolOptions,
+  listen: GrpcListenOptions,
+): Promise<GrpcFrontend> {
+  const limit = listen.maxReceiveMessageBytes ?? options.maxBodyBytes;
+  const service = new GrpcService(server, options, await loadInferenceMessages('serving KServe gRPC'), limit);
+  const { tracker, streams } = service;
+  const tls = listen.tls ?? credentialsAsTls(listen.credentials);
+  const budget = connectionBudget(listen, limit);
+  const settings = {
+    initialWindowSize: STREAM_WINDOW_BYTES,
+    maxFrameSize: 1024 * 1024,
+    maxConcurrentStreams: budget.maxConcurrentStreams,
+    maxHeaderListSize: budget.maxHeaderListBytes,
   };
+  // maxSessionMemory (MB) bounds what one connection may have buffered on Node's side; unsentBytes its answers.
+  const maxSessionMemory = Math.ceil(budget.maxConnectionBytes / (1024 * 1024));
+  const h2 = tls === undefined
+    ? http2.createServer({ settings, maxSessionMemory })
+    : http2.createSecureServer({ ...(tls as http2.SecureServerOptions), settings, maxSessionMemory, allowHTTP1: false });
+  const sessions = new Set<ServerHttp2Session>();
 
   // Each response is one write: send it now rather than wait for an ACK (Nagle).
   h2.on('connection', (socket: Socket) => socket.setNoDelay(true));
@@ -852,41 +904,15 @@ export async function startGrpc(
       return;
     }
     const path = String(headers[':path'] ?? '');
-    const method = path.startsWith(SERVICE_PREFIX) ? path.slice(SERVICE_PREFIX.length) : '';
     const done = tracker.begin();
-    const call = new Call(stream, headers, listen.responseCompression, done, controllers);
+    const call = new Call(stream, headers, listen.responseCompression, done, service.controllers);
     if (headers[':method'] !== 'POST' || !String(headers['content-type'] ?? '').startsWith('application/grpc')) {
       call.fail({ code: STATUS.UNIMPLEMENTED, message: 'not a gRPC request' });
       return;
     }
-    if (method === 'ModelStreamInfer') {
-      // The stream's own end is not a request: only its messages are counted.
-      done();
-      modelStreamInfer(call);
-      return;
-    }
-    if (method !== 'ModelInfer' && !(method in admin)) {
-      call.fail({ code: STATUS.UNIMPLEMENTED, message: `The server does not implement the method ${path}` });
-      return;
-    }
-    let request: Buffer | undefined;
-    let count = 0;
-    call.read(
-      limit,
-      (message) => {
-        request = message;
-        count++;
-      },
-      () => {
-        if (count !== 1 || request === undefined) {
-          call.fail({ code: STATUS.UNIMPLEMENTED, message: `a unary call takes exactly one message, got ${count}` });
-        } else if (method === 'ModelInfer') {
-          modelInfer(call, request);
-        } else {
-          runAdmin(call, method, request);
-        }
-      },
-    );
+    // A stream's own end is not a request: only its messages are counted.
+    if (path === `${SERVICE_PREFIX}ModelStreamInfer`) done();
+    service.serve(call, path);
   });
 
   const closeCalls = async (): Promise<void> => {
