@@ -1,5 +1,6 @@
-// The addon's rooms (docs/architecture.md, "The rooms of native/"): which
-// folder may include which, and the doc's file list against the tree.
+// The rooms of docs/architecture.md against the tree: which folder of
+// native/ may include which, and the doc's room tables naming exactly the
+// files of native/ and of lib/.
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -75,5 +76,20 @@ describe('native/ rooms', () => {
     const section = doc.slice(doc.indexOf('## The rooms of native/'), doc.indexOf('## ', doc.indexOf('## The rooms of native/') + 5));
     const named = new Set([...section.matchAll(/`((?:[a-z]+\/)?[A-Za-z0-9_-]+\.(?:cc|h|map))`/g)].map((m) => m[1]!));
     expect([...named].sort()).toEqual([...files].sort());
+  });
+});
+
+describe('lib/ rooms', () => {
+  it("docs/architecture.md's room table names every file at the top of lib/ and every folder", () => {
+    const doc = readFileSync(join(ROOT, 'docs/architecture.md'), 'utf8');
+    const start = doc.indexOf('## The rooms of lib/');
+    const rows = doc.slice(start, doc.indexOf('\n## ', start + 5)).split('\n').filter((line) => line.startsWith('| ') && !line.startsWith('| room'));
+    // The second cell of each row: its files, or its folder.
+    const cells = rows.map((row) => row.split(' | ')[1] ?? '');
+    const named = new Set(cells.flatMap((cell) => [...cell.matchAll(/`([a-z0-9-]+(?:\.ts|\/))`/g)].map((m) => m[1]!)));
+    named.delete('lib/'); // a row's words, not one of its files
+    const lib = join(ROOT, 'lib');
+    const tree = readdirSync(lib, { withFileTypes: true }).map((entry) => (entry.isDirectory() ? `${entry.name}/` : entry.name)).filter((name) => name.endsWith('/') || name.endsWith('.ts'));
+    expect([...named].sort()).toEqual(tree.sort());
   });
 });
