@@ -14,9 +14,18 @@
  * PERF_ANALYZER), --tritonclient PYTHON (a python3 that imports
  * tritonclient, e.g. with PYTHONPATH set), --in-process (also run the load
  * in-process on TRITONSERVER_LIBRARY, or the test core, with test/models),
- * --json FILE. Rows whose tool is not given are left out.
+ * --server-pid PID (the endpoint's server process, e.g. tritonserver's: its
+ * CPU per call is reported too), --json FILE. Rows whose tool is not given
+ * are left out.
+ *
+ * CPU per call: this client's is the bench process's CPU over the window
+ * (only with an endpoint in another process); tritonclient's its own
+ * process's over the window; perf_analyzer's its whole run's (/usr/bin/time)
+ * over the requests the server counted during that run. The server's, with
+ * --server-pid, is its CPU over the same span divided by the same calls.
  */
 import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -41,6 +50,7 @@ const { values: args } = parseArgs({
     'perf-analyzer': { type: 'string', default: process.env.PERF_ANALYZER },
     tritonclient: { type: 'string' },
     'in-process': { type: 'boolean', default: false },
+    'server-pid': { type: 'string' },
     json: { type: 'string' },
   },
 });
@@ -55,7 +65,22 @@ const model = args.model;
 interface Measure {
   throughput: number;
   p99us: number;
+  /** CPU µs per call of the client's process, where it is apart from the server. */
+  clientCpuUs?: number;
+  /** CPU µs per call of the server's process (--server-pid). */
+  serverCpuUs?: number;
 }
+
+const serverPid = args['server-pid'] === undefined ? undefined : Number(args['server-pid']);
+
+/** user+system CPU seconds of a process (Linux /proc; USER_HZ 100). */
+function processCpuSeconds(pid: number): number {
+  const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+const serverCpu = (): number => (serverPid === undefined ? NaN : processCpuSeconds(serverPid));
+const perCallUs = (seconds: number, calls: number): number | undefined => (Number.isFinite(seconds) && calls > 0 ? (seconds * 1e6) / calls : undefined);
 
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
@@ -70,6 +95,8 @@ async function closedLoop(infer: () => Promise<unknown>, concurrency: number): P
     while (performance.now() < warmUntil) await infer();
   }));
   const latencies: number[] = [];
+  const cpu0 = process.cpuUsage();
+  const server0 = serverCpu();
   const started = performance.now();
   const end = started + windowMs;
   await Promise.all(
@@ -82,15 +109,34 @@ async function closedLoop(infer: () => Promise<unknown>, concurrency: number): P
     }),
   );
   const seconds = (performance.now() - started) / 1000;
+  const cpu = process.cpuUsage(cpu0);
+  const serverSeconds = serverCpu() - server0;
   latencies.sort((a, b) => a - b);
-  return { throughput: latencies.length / seconds, p99us: Math.round((latencies[Math.floor(latencies.length * 0.99)] ?? 0) * 1000) };
+  const measure: Measure = { throughput: latencies.length / seconds, p99us: Math.round((latencies[Math.floor(latencies.length * 0.99)] ?? 0) * 1000) };
+  // In the same process as the server (serveKServe here, or in-process calls) the two cannot be told apart.
+  if (own === undefined && !inProcessCall) measure.clientCpuUs = perCallUs((cpu.user + cpu.system) / 1e6, latencies.length);
+  const server = perCallUs(serverSeconds, latencies.length);
+  if (server !== undefined && !inProcessCall) measure.serverCpuUs = server;
+  return measure;
 }
 
-async function perfAnalyzer(binary: string, protocol: 'grpc' | 'http', url: string, size: number, concurrency: number): Promise<Measure> {
+/** Set while closedLoop measures in-process calls (no client, no server process apart). */
+let inProcessCall = false;
+
+/** Successful inferences the endpoint's server has counted for the model (all versions). */
+async function serverCount(client: Client): Promise<number> {
+  const stats = await client.model(model).statistics();
+  return stats.reduce((sum, s) => sum + Number(s.inference_stats.success.count), 0);
+}
+
+async function perfAnalyzer(binary: string, protocol: 'grpc' | 'http', url: string, size: number, concurrency: number, client: Client): Promise<Measure> {
   const dir = await mkdtemp(join(tmpdir(), 'bench-remote-'));
   try {
     const csv = join(dir, 'out.csv');
-    await run(binary, [
+    const times = join(dir, 'time.txt');
+    const count0 = await serverCount(client);
+    const server0 = serverCpu();
+    await run('/usr/bin/time', ['-f', '%U %S', '-o', times, binary, 
       '-m', model, '-u', url, '-i', protocol, '--shape', `INPUT0:${size}`, // without the batch dimension (batch size 1)
       '--concurrency-range', String(concurrency), '--measurement-interval', String(windowMs),
       // Loose stability: a shared 2-vCPU machine never settles to perf_analyzer's default 10 %.
@@ -101,18 +147,32 @@ async function perfAnalyzer(binary: string, protocol: 'grpc' | 'http', url: stri
     const columns = (header ?? '').split(',');
     const cells = (row ?? '').split(',');
     const column = (name: string): number => Number(cells[columns.indexOf(name)]);
-    return { throughput: column('Inferences/Second'), p99us: column('p99 latency') };
+    const calls = (await serverCount(client)) - count0;
+    const [user, system] = (await readFile(times, 'utf8')).trim().split('\n').pop()!.split(' ').map(Number);
+    const measure: Measure = { throughput: column('Inferences/Second'), p99us: column('p99 latency') };
+    const clientCpu = perCallUs(user! + system!, calls);
+    if (clientCpu !== undefined) measure.clientCpuUs = clientCpu;
+    const serverCpuUs = perCallUs(serverCpu() - server0, calls);
+    if (serverCpuUs !== undefined) measure.serverCpuUs = serverCpuUs;
+    return measure;
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
 }
 
-async function tritonclient(python: string, protocol: 'grpc' | 'http', url: string, size: number, concurrency: number): Promise<Measure> {
+async function tritonclient(python: string, protocol: 'grpc' | 'http', url: string, size: number, concurrency: number, client: Client): Promise<Measure> {
+  const count0 = await serverCount(client);
+  const server0 = serverCpu();
   const { stdout } = await run(python, [join(root, 'bench/tritonclient_loop.py'), protocol, url, model, String(size), String(concurrency), String(windowMs / 1000)], {
     maxBuffer: 1 << 20,
   });
-  const result = JSON.parse(stdout.trim().split('\n').pop()!) as { requests: number; seconds: number; p99_us: number };
-  return { throughput: result.requests / result.seconds, p99us: result.p99_us };
+  const result = JSON.parse(stdout.trim().split('\n').pop()!) as { requests: number; seconds: number; p99_us: number; cpu_seconds: number };
+  const measure: Measure = { throughput: result.requests / result.seconds, p99us: result.p99_us };
+  const clientCpu = perCallUs(result.cpu_seconds, result.requests);
+  if (clientCpu !== undefined) measure.clientCpuUs = clientCpu;
+  const serverCpuUs = perCallUs(serverCpu() - server0, (await serverCount(client)) - count0);
+  if (serverCpuUs !== undefined) measure.serverCpuUs = serverCpuUs;
+  return measure;
 }
 
 // The endpoints: given, or a Triton of our own behind serveKServe.
@@ -150,13 +210,15 @@ interface Row {
   inProcess?: Measure;
 }
 const rows: Row[] = [];
+const cpuCells = (a: Measure | undefined, b: Measure | undefined, c: Measure | undefined, key: 'clientCpuUs' | 'serverCpuUs'): string =>
+  [a, b, c].map((m) => (m?.[key] === undefined ? '–' : String(Math.round(m[key])))).join(' / ');
 const fmt = (m: Measure | undefined): string => (m === undefined ? '–' : `${Math.round(m.throughput)}`);
 const ratio = (a: Measure | undefined, b: Measure | undefined): string => (a === undefined || b === undefined ? '–' : (a.throughput / b.throughput).toFixed(2));
 
 console.log(`model ${model}, FP32 [1, size], window ${windowMs} ms, medians of ${rounds} alternating rounds; infer/s`);
 console.log(`endpoints: ${JSON.stringify(endpoints)}${own ? ' (serveKServe in this process)' : ''}; in-process library: ${inProcessServer?.library.path ?? '–'}\n`);
-console.log('| protocol | shape | C | this client | perf_analyzer | tritonclient (Python) | in-process | client / perf_analyzer | client / tritonclient | remote / in-process |');
-console.log('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|');
+console.log('| protocol | shape | C | this client | perf_analyzer | tritonclient (Python) | in-process | client / perf_analyzer | client / tritonclient | remote / in-process | p99 µs: client / perf_analyzer / tritonclient | client CPU µs/call: this / perf_analyzer / tritonclient | server CPU µs/call: this / perf_analyzer / tritonclient |');
+console.log('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|');
 try {
   for (const size of sizes) {
     const data = new Float32Array(size).map((_, i) => i);
@@ -179,16 +241,25 @@ try {
             }
           };
           const pa = args['perf-analyzer'];
-          if (pa !== undefined) await measure(samples.perfAnalyzer, 'perf_analyzer', () => perfAnalyzer(pa, protocol, url, size, concurrency));
+          if (pa !== undefined) await measure(samples.perfAnalyzer, 'perf_analyzer', () => perfAnalyzer(pa, protocol, url, size, concurrency, client));
           const tc = args.tritonclient;
-          if (tc !== undefined) await measure(samples.tritonclient, 'tritonclient', () => tritonclient(tc, protocol, url, size, concurrency));
+          if (tc !== undefined) await measure(samples.tritonclient, 'tritonclient', () => tritonclient(tc, protocol, url, size, concurrency, client));
           if (inProcessServer !== undefined) {
             const local = inProcessServer.model(model);
+            inProcessCall = true;
             samples.inProcess.push(await closedLoop(() => local.infer({ inputs: { INPUT0: { shape: [1, size], data } } }), concurrency));
+            inProcessCall = false;
           }
         }
-        const pick = (list: Measure[]): Measure | undefined =>
-          list.length === 0 ? undefined : { throughput: median(list.map((m) => m.throughput)), p99us: median(list.map((m) => m.p99us)) };
+        const pick = (list: Measure[]): Measure | undefined => {
+          if (list.length === 0) return undefined;
+          const picked: Measure = { throughput: median(list.map((m) => m.throughput)), p99us: median(list.map((m) => m.p99us)) };
+          const client = list.flatMap((m) => (m.clientCpuUs === undefined ? [] : [m.clientCpuUs]));
+          const server = list.flatMap((m) => (m.serverCpuUs === undefined ? [] : [m.serverCpuUs]));
+          if (client.length > 0) picked.clientCpuUs = median(client);
+          if (server.length > 0) picked.serverCpuUs = median(server);
+          return picked;
+        };
         const row: Row = { protocol, size, concurrency, client: pick(samples.client)! };
         const pa = pick(samples.perfAnalyzer);
         const tc = pick(samples.tritonclient);
@@ -198,7 +269,7 @@ try {
         if (ip) row.inProcess = ip;
         rows.push(row);
         console.log(
-          `| ${protocol} | [1,${size}] | ${concurrency} | ${fmt(row.client)} | ${fmt(pa)} | ${fmt(tc)} | ${fmt(ip)} | ${ratio(row.client, pa)} | ${ratio(row.client, tc)} | ${ratio(row.client, ip)} |`,
+          `| ${protocol} | [1,${size}] | ${concurrency} | ${fmt(row.client)} | ${fmt(pa)} | ${fmt(tc)} | ${fmt(ip)} | ${ratio(row.client, pa)} | ${ratio(row.client, tc)} | ${ratio(row.client, ip)} | ${[row.client, pa, tc].map((m) => (m === undefined ? '–' : String(m.p99us))).join(' / ')} | ${cpuCells(row.client, pa, tc, 'clientCpuUs')} | ${cpuCells(row.client, pa, tc, 'serverCpuUs')} |`,
         );
       }
     }

@@ -2,7 +2,8 @@
 
 CONCURRENCY threads, each with its own client, send identity requests
 (FP32 [1, SIZE], binary tensors) for WINDOW seconds; prints one JSON line:
-{"requests": n, "seconds": s, "p99_us": p}.
+{"requests": n, "seconds": s, "p99_us": p, "cpu_seconds": c} (c: this
+process's CPU time, all threads, during the window).
 
     python3 bench/tritonclient_loop.py grpc 127.0.0.1:8001 identity_fp32 16 16 2.0
 """
@@ -50,13 +51,15 @@ def main():
     end[0] = begun + 3600
     start_barrier.wait()
     begun = time.perf_counter()
+    cpu_begun = time.process_time()
     end[0] = begun + window
     for thread in threads:
         thread.join()
     seconds = time.perf_counter() - begun
+    cpu_seconds = time.process_time() - cpu_begun
     latencies.sort()
     p99 = latencies[int(len(latencies) * 0.99)] if latencies else 0
-    print(json.dumps({"requests": len(latencies), "seconds": seconds, "p99_us": round(p99 * 1e6)}))
+    print(json.dumps({"requests": len(latencies), "seconds": seconds, "p99_us": round(p99 * 1e6), "cpu_seconds": cpu_seconds}))
 
 
 if __name__ == "__main__":
