@@ -82,14 +82,27 @@ function processCpuSeconds(pid: number): number {
 const serverCpu = (): number => (serverPid === undefined ? NaN : processCpuSeconds(serverPid));
 const perCallUs = (seconds: number, calls: number): number | undefined => (Number.isFinite(seconds) && calls > 0 ? (seconds * 1e6) / calls : undefined);
 
+/** `measure` with the CPU per call of the client and of the server, where they are known. */
+function withCpu(measure: Measure, client: { seconds: number; calls: number }, server: { seconds: number; calls: number }): Measure {
+  const clientCpuUs = perCallUs(client.seconds, client.calls);
+  const serverCpuUs = perCallUs(server.seconds, server.calls);
+  if (clientCpuUs !== undefined) measure.clientCpuUs = clientCpuUs;
+  if (serverCpuUs !== undefined) measure.serverCpuUs = serverCpuUs;
+  return measure;
+}
+
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const middle = Math.floor(sorted.length / 2);
   return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
 }
 
-/** `concurrency` closed loops of `infer` for one window (after a short warm-up). */
-async function closedLoop(infer: () => Promise<unknown>, concurrency: number): Promise<Measure> {
+/**
+ * `concurrency` closed loops of `infer` for one window (after a short warm-up).
+ * `remote`: the calls go to a server in another process, so the client's and
+ * the server's CPU can be told apart.
+ */
+async function closedLoop(infer: () => Promise<unknown>, concurrency: number, remote: boolean): Promise<Measure> {
   const warmUntil = performance.now() + Math.min(500, windowMs / 4);
   await Promise.all(Array.from({ length: concurrency }, async () => {
     while (performance.now() < warmUntil) await infer();
@@ -113,15 +126,10 @@ async function closedLoop(infer: () => Promise<unknown>, concurrency: number): P
   const serverSeconds = serverCpu() - server0;
   latencies.sort((a, b) => a - b);
   const measure: Measure = { throughput: latencies.length / seconds, p99us: Math.round((latencies[Math.floor(latencies.length * 0.99)] ?? 0) * 1000) };
-  // In the same process as the server (serveKServe here, or in-process calls) the two cannot be told apart.
-  if (own === undefined && !inProcessCall) measure.clientCpuUs = perCallUs((cpu.user + cpu.system) / 1e6, latencies.length);
-  const server = perCallUs(serverSeconds, latencies.length);
-  if (server !== undefined && !inProcessCall) measure.serverCpuUs = server;
-  return measure;
+  if (!remote) return measure;
+  const calls = latencies.length;
+  return withCpu(measure, { seconds: (cpu.user + cpu.system) / 1e6, calls }, { seconds: serverSeconds, calls });
 }
-
-/** Set while closedLoop measures in-process calls (no client, no server process apart). */
-let inProcessCall = false;
 
 /** Successful inferences the endpoint's server has counted for the model (all versions). */
 async function serverCount(client: Client): Promise<number> {
@@ -129,50 +137,44 @@ async function serverCount(client: Client): Promise<number> {
   return stats.reduce((sum, s) => sum + Number(s.inference_stats.success.count), 0);
 }
 
+/** Runs another process's load: its result, the calls the server counted meanwhile, and the server's CPU seconds. */
+async function serverSpan<T>(client: Client, load: () => Promise<T>): Promise<{ result: T; server: { seconds: number; calls: number } }> {
+  const count0 = await serverCount(client);
+  const cpu0 = serverCpu();
+  const result = await load();
+  return { result, server: { seconds: serverCpu() - cpu0, calls: (await serverCount(client)) - count0 } };
+}
+
 async function perfAnalyzer(binary: string, protocol: 'grpc' | 'http', url: string, size: number, concurrency: number, client: Client): Promise<Measure> {
   const dir = await mkdtemp(join(tmpdir(), 'bench-remote-'));
   try {
     const csv = join(dir, 'out.csv');
     const times = join(dir, 'time.txt');
-    const count0 = await serverCount(client);
-    const server0 = serverCpu();
-    await run('/usr/bin/time', ['-f', '%U %S', '-o', times, binary, 
+    const { server } = await serverSpan(client, () => run('/usr/bin/time', ['-f', '%U %S', '-o', times, binary,
       '-m', model, '-u', url, '-i', protocol, '--shape', `INPUT0:${size}`, // without the batch dimension (batch size 1)
       '--concurrency-range', String(concurrency), '--measurement-interval', String(windowMs),
       // Loose stability: a shared 2-vCPU machine never settles to perf_analyzer's default 10 %.
       '--stability-percentage', '900', '--max-trials', '10', '-f', csv,
       ...(protocol === 'grpc' ? ['--async'] : []),
-    ], { maxBuffer: 1 << 24 });
+    ], { maxBuffer: 1 << 24 }));
     const [header, row] = (await readFile(csv, 'utf8')).trim().split('\n');
     const columns = (header ?? '').split(',');
     const cells = (row ?? '').split(',');
     const column = (name: string): number => Number(cells[columns.indexOf(name)]);
-    const calls = (await serverCount(client)) - count0;
     const [user, system] = (await readFile(times, 'utf8')).trim().split('\n').pop()!.split(' ').map(Number);
-    const measure: Measure = { throughput: column('Inferences/Second'), p99us: column('p99 latency') };
-    const clientCpu = perCallUs(user! + system!, calls);
-    if (clientCpu !== undefined) measure.clientCpuUs = clientCpu;
-    const serverCpuUs = perCallUs(serverCpu() - server0, calls);
-    if (serverCpuUs !== undefined) measure.serverCpuUs = serverCpuUs;
-    return measure;
+    // perf_analyzer's own CPU over every request it sent, as the server counted them.
+    return withCpu({ throughput: column('Inferences/Second'), p99us: column('p99 latency') }, { seconds: user! + system!, calls: server.calls }, server);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
 }
 
 async function tritonclient(python: string, protocol: 'grpc' | 'http', url: string, size: number, concurrency: number, client: Client): Promise<Measure> {
-  const count0 = await serverCount(client);
-  const server0 = serverCpu();
-  const { stdout } = await run(python, [join(root, 'bench/tritonclient_loop.py'), protocol, url, model, String(size), String(concurrency), String(windowMs / 1000)], {
-    maxBuffer: 1 << 20,
-  });
+  const { result: { stdout }, server } = await serverSpan(client, () =>
+    run(python, [join(root, 'bench/tritonclient_loop.py'), protocol, url, model, String(size), String(concurrency), String(windowMs / 1000)], { maxBuffer: 1 << 20 }),
+  );
   const result = JSON.parse(stdout.trim().split('\n').pop()!) as { requests: number; seconds: number; p99_us: number; cpu_seconds: number };
-  const measure: Measure = { throughput: result.requests / result.seconds, p99us: result.p99_us };
-  const clientCpu = perCallUs(result.cpu_seconds, result.requests);
-  if (clientCpu !== undefined) measure.clientCpuUs = clientCpu;
-  const serverCpuUs = perCallUs(serverCpu() - server0, (await serverCount(client)) - count0);
-  if (serverCpuUs !== undefined) measure.serverCpuUs = serverCpuUs;
-  return measure;
+  return withCpu({ throughput: result.requests / result.seconds, p99us: result.p99_us }, { seconds: result.cpu_seconds, calls: result.requests }, server);
 }
 
 // The endpoints: given, or a Triton of our own behind serveKServe.
@@ -230,7 +232,8 @@ try {
         const remoteModel = client.model(model);
         const samples: Record<'client' | 'perfAnalyzer' | 'tritonclient' | 'inProcess', Measure[]> = { client: [], perfAnalyzer: [], tritonclient: [], inProcess: [] };
         for (let round = 0; round < rounds; round++) {
-          samples.client.push(await closedLoop(() => remoteModel.infer({ inputs: { INPUT0: { shape: [1, size], data } } }), concurrency));
+          // With serveKServe in this process (no endpoint given) client and server share it.
+          samples.client.push(await closedLoop(() => remoteModel.infer({ inputs: { INPUT0: { shape: [1, size], data } } }), concurrency, own === undefined));
           // A tool that fails leaves its cell empty (and says why on stderr) rather than ending the run.
           const measure = async (list: Measure[], tool: string, run: () => Promise<Measure>): Promise<void> => {
             try {
@@ -246,9 +249,7 @@ try {
           if (tc !== undefined) await measure(samples.tritonclient, 'tritonclient', () => tritonclient(tc, protocol, url, size, concurrency, client));
           if (inProcessServer !== undefined) {
             const local = inProcessServer.model(model);
-            inProcessCall = true;
-            samples.inProcess.push(await closedLoop(() => local.infer({ inputs: { INPUT0: { shape: [1, size], data } } }), concurrency));
-            inProcessCall = false;
+            samples.inProcess.push(await closedLoop(() => local.infer({ inputs: { INPUT0: { shape: [1, size], data } } }), concurrency, false));
           }
         }
         const pick = (list: Measure[]): Measure | undefined => {

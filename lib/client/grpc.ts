@@ -6,9 +6,8 @@
  * received message; the other messages through @grpc/proto-loader's.
  */
 import { TritonError, type TritonErrorCode } from '../errors.js';
-import type { ModelMetadata, TensorMetadata } from '../surface.js';
+import type { ModelMetadata, TensorMetadata, ModelIndexEntry, ServerMetadata } from '../surface.js';
 import { parseStatistics, type ModelStatistics } from '../observability/statistics.js';
-import type { ModelIndexEntry, ServerMetadata } from '../surface.js';
 import { outputTensor, type Tensor } from '../tensor.js';
 import { DATA_TYPE_INFO } from '../data-types.js';
 import { checkDatatype } from '../kserve/codec.js';

@@ -17,7 +17,6 @@ export {
 export { ClientMetrics } from './metrics.js';
 export { metricsHandler, collectMetricsText, PROMETHEUS_CONTENT_TYPE, type MetricsHandler, type MetricsHandlerOptions, type MetricsSource } from '../observability/handler.js';
 export { TritonError, isTritonError, type TritonErrorCode } from '../errors.js';
-export type { InferenceServer, InferenceModel } from '../surface.js';
-export type { InferenceRequest, InferenceResponse, SequenceOptions, OutputBufferSpec } from '../surface.js';
+export type { InferenceServer, InferenceModel, InferenceRequest, InferenceResponse, SequenceOptions, OutputBufferSpec } from '../surface.js';
 export { Tensor, type InputValue, type TensorInit } from '../tensor.js';
 export { type DataType } from '../data-types.js';

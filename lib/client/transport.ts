@@ -4,10 +4,8 @@
  * pool (pool.ts) picks an endpoint per call; client.ts knows nothing of wire formats.
  */
 import { TritonError, type TritonErrorCode } from '../errors.js';
-import type { InferenceResponse } from '../surface.js';
-import type { ModelMetadata } from '../surface.js';
+import type { InferenceResponse, ModelMetadata, ModelIndexEntry, ServerMetadata } from '../surface.js';
 import type { ModelStatistics } from '../observability/statistics.js';
-import type { ModelIndexEntry, ServerMetadata } from '../surface.js';
 import type { DataType } from '../data-types.js';
 
 /** A request or response parameter value on the wire (bigint: a 64-bit sequence id). */
