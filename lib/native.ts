@@ -1,15 +1,16 @@
 /**
- * The single place that loads the addon, and the types of everything it
- * exports: the rest of lib/ never sees an untyped native value.
+ * Loads the addon (the file `addon-file.ts` finds) and sets it up, and types
+ * everything it exports: the rest of lib/ never sees an untyped native
+ * value. The one other user of the file is the client's native transport
+ * (`client/native-grpc.ts`), which takes only its channel class, typed here.
  */
 import { execFile } from 'node:child_process';
-import { createRequire } from 'node:module';
 import { existsSync, readdirSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { checkName, checkOptions } from './check.js';
 import { TritonError, isTritonError } from './errors.js';
+import { loadAddonFile } from './addon-file.js';
 
 const API_VERSION_FIELDS: ReadonlySet<string> = new Set(['libraryPath']);
 
@@ -204,6 +205,8 @@ export interface NativeAddon extends NativeObservability {
     copyOutputs: boolean,
   ): Promise<NativeServer>;
   liveObjects(): NativeLiveObjects;
+  /** The client's native gRPC channel; absent where the addon was built without nghttp2's header. */
+  readonly GrpcChannel?: NativeGrpcChannelClass;
   /** glibc's malloc_trim(0); false where the C library has none. */
   trimMallocHeap(): boolean;
   /** Synchronously ends every server of this environment (process 'exit'). */
@@ -230,6 +233,37 @@ export interface NativeAddon extends NativeObservability {
 }
 
 /** What the native front end tells JS: bytes for Node's parser, a client gone, the loop ended. */
+/**
+ * The client's native gRPC channel (native/client/grpc-channel.cc): HTTP/2
+ * calls on this thread's event loop. A call's messages go without their
+ * 5-byte gRPC prefix (the channel writes it); `start` returns the call's id.
+ */
+export interface NativeGrpcChannel {
+  start(path: string, grpcTimeout: string | undefined, headers: string[], message: Uint8Array | undefined, last: boolean): number;
+  send(id: number, message: Uint8Array | undefined, last: boolean): void;
+  /** Resets the call's stream; no event comes for it any more. */
+  cancel(id: number): void;
+  /** No new call; the connection closes once the calls in flight are over. */
+  close(): void;
+}
+
+/**
+ * Events of a channel's calls, flat, in batches: `id, 0, message` (a
+ * response message, a Buffer) or `id, 1, status, grpcMessage, fault` (the
+ * call is over: gRPC status code, grpc-message as sent, and 0, or where the
+ * connection failed 1 when the request may have reached the server and 2
+ * when it surely did not).
+ */
+export type NativeGrpcEvents = (...events: Array<number | string | Buffer>) => void;
+
+export type NativeGrpcChannelClass = new (
+  host: string,
+  port: number,
+  authority: string,
+  settings: [connectTimeoutMs: number, keepAliveMs: number, maxMessageBytes: number],
+  onEvents: NativeGrpcEvents,
+) => NativeGrpcChannel;
+
 export const NATIVE_HTTP_EVENT = { data: 0, close: 1, closed: 2 } as const;
 export type NativeHttpEvent = (typeof NATIVE_HTTP_EVENT)[keyof typeof NATIVE_HTTP_EVENT];
 
@@ -329,24 +363,10 @@ export interface NativeBoundModels {
   liveBatches(): number;
 }
 
-function packageRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  while (!existsSync(join(dir, 'package.json'))) {
-    const parent = dirname(dir);
-    if (parent === dir) throw new Error('tritonserver-node: package.json not found');
-    dir = parent;
-  }
-  return dir;
-}
-
 function loadAddon(): NativeAddon {
-  const require = createRequire(import.meta.url);
-  const load = require('node-gyp-build') as (dir: string) => NativeAddon;
   let addon: NativeAddon;
   try {
-    // A build of the addon's own (a sanitizer or debug build) in place of the prebuild or local build.
-    const override = process.env.TRITONSERVER_NODE_ADDON;
-    addon = override ? (require(override) as NativeAddon) : load(packageRoot());
+    addon = loadAddonFile() as NativeAddon;
   } catch (error) {
     // No prebuild for this platform and no local build: npm 11 skips a
     // dependency's install script (the fallback compile) until approved.

@@ -9,6 +9,7 @@
 #include "core/blocking.h"
 #include "core/probe.h"
 #include "inference/inference.h"
+#include "client/grpc-channel.h"
 #include "kserve/http-frontend.h"
 #include "observability/observability.h"
 #include "observability/trace.h"
@@ -58,6 +59,7 @@ Addon::Addon(Napi::Env env, Napi::Object exports) {
   exports.Set("responseNames", response_name_table_.Value());
   DefineProbes(env, exports);
   RegisterHttpFrontend(env, exports);
+  RegisterGrpcChannel(env, exports);
   RegisterMetrics(env, exports);
   RegisterLogging(env, exports);
   RegisterTrace(env, exports);

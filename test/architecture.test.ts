@@ -16,7 +16,8 @@ const MAY_INCLUDE: Record<string, string[]> = {
   backend: ['core'],
   // The front ends are handed the JS server object (server-wrap.h) and reach Triton through the core and the engine.
   kserve: ['core', 'inference', 'server-wrap.h'],
-  '': ['core', 'observability', 'inference', 'backend', 'kserve'],
+  client: ['core'],
+  '': ['core', 'observability', 'inference', 'backend', 'kserve', 'client'],
 };
 
 function sources(dir: string): string[] {

@@ -11,9 +11,9 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import * as grpc from '@grpc/grpc-js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Server } from '../lib/index.js';
-import { Client } from '../lib/client/index.js';
+import { Client, type ClientOptions } from '../lib/client/index.js';
 import { serveKServe, type KServeFrontends } from '../lib/kserve/index.js';
 import { MODELS, REPO_ROOT, expectNoRequestsLive, rejection, startServer } from './helpers.js';
 
@@ -93,13 +93,19 @@ describe('targets', () => {
   });
 });
 
-describe.each(['grpc', 'http'] as const)('%s', (protocol) => {
+// gRPC with both transports (the addon's and node:http2's), HTTP with undici.
+describe.each([
+  { protocol: 'grpc', transport: 'native' },
+  { protocol: 'grpc', transport: 'js' },
+  { protocol: 'http', transport: 'js' },
+] as const)('$protocol ($transport)', ({ protocol, transport }) => {
+  const connect = (target: string | string[], options: ClientOptions = {}): Promise<Client> => Client.connect(target, { transport, ...options });
   const url = (port: number) => `${protocol}://127.0.0.1:${port}`;
   const live = () => url(protocol === 'grpc' ? frontends.grpc!.port : frontends.http!.port);
 
   it('a refused connection fails connect() within connectTimeoutMs with UNAVAILABLE naming the endpoint and the cause', async () => {
     const port = await closedPort();
-    const { value: error, ms } = await timed(rejection(Client.connect(url(port), { connectTimeoutMs: 800, healthCheckIntervalMs: 100 })));
+    const { value: error, ms } = await timed(rejection(connect(url(port), { connectTimeoutMs: 800, healthCheckIntervalMs: 100 })));
     expect(error.code).toBe('UNAVAILABLE');
     expect(error.message).toContain(`could not connect to Triton at ${url(port)}: `);
     expect(error.message).toContain('ECONNREFUSED');
@@ -110,12 +116,12 @@ describe.each(['grpc', 'http'] as const)('%s', (protocol) => {
   it('a server that accepts and never answers fails connect() after connectTimeoutMs, and is left out beside a live one', async () => {
     const silent = await silentServer();
     try {
-      const { value: error, ms } = await timed(rejection(Client.connect(url(silent.port), { connectTimeoutMs: 400 })));
+      const { value: error, ms } = await timed(rejection(connect(url(silent.port), { connectTimeoutMs: 400 })));
       expect(error.code).toBe('UNAVAILABLE');
       expect(error.message).toContain('no answer within 400 ms');
       expect(ms).toBeLessThan(3000);
       // Beside a live endpoint, the silent one is left out once it fails to answer: every request succeeds.
-      const client = await Client.connect([url(silent.port), live()], { connectTimeoutMs: 300, healthCheckIntervalMs: 50 });
+      const client = await connect([url(silent.port), live()], { connectTimeoutMs: 300, healthCheckIntervalMs: 50 });
       try {
         const { value: responses, ms: took } = await timed(
           Promise.all(Array.from({ length: 6 }, (_, i) => client.model('identity_fp32').infer({ inputs: { INPUT0: { shape: [1, 1], data: new Float32Array([i]) } } }))),
@@ -132,7 +138,7 @@ describe.each(['grpc', 'http'] as const)('%s', (protocol) => {
 
   it('with one of two endpoints down, every request succeeds on the other', async () => {
     const down = url(await closedPort());
-    const client = await Client.connect([down, live()], { healthCheckIntervalMs: 50 });
+    const client = await connect([down, live()], { healthCheckIntervalMs: 50 });
     try {
       const responses = await Promise.all(
         Array.from({ length: 40 }, (_, i) => client.model('identity_fp32').infer({ inputs: { INPUT0: { shape: [1, 1], data: new Float32Array([i]) } } })),
@@ -145,7 +151,7 @@ describe.each(['grpc', 'http'] as const)('%s', (protocol) => {
   });
 
   it('carries a 60 MiB tensor both ways, and refuses one over maxMessageBytes before sending it', async () => {
-    const client = await Client.connect(live(), { maxMessageBytes: 72 * 1024 * 1024 });
+    const client = await connect(live(), { maxMessageBytes: 72 * 1024 * 1024 });
     try {
       const data = new Uint8Array(60 * 1024 * 1024);
       for (let i = 0; i < data.length; i += 4096) data[i] = i / 4096;
@@ -162,8 +168,8 @@ describe.each(['grpc', 'http'] as const)('%s', (protocol) => {
   });
 
   it('sends the headers of the client and of the call; wrong credentials are refused', async () => {
-    const good = await Client.connect(live(), { headers: { authorization: 'Bearer good' } });
-    const bad = await Client.connect(live());
+    const good = await connect(live(), { headers: { authorization: 'Bearer good' } });
+    const bad = await connect(live());
     try {
       expect((await good.model('identity_fp32').infer({ inputs: small })).outputs.OUTPUT0!.size).toBe(2);
       const refused = await rejection(bad.model('identity_fp32').infer({ inputs: small, headers: { authorization: 'Bearer wrong' } }));
@@ -179,7 +185,7 @@ describe.each(['grpc', 'http'] as const)('%s', (protocol) => {
   });
 
   it('a closed client refuses calls with UNAVAILABLE', async () => {
-    const client = await Client.connect(live());
+    const client = await connect(live());
     await client.close();
     await client.close();
     const error = await rejection(client.live());
@@ -192,7 +198,7 @@ describe('a server killed under the client', () => {
   let child: ChildProcess;
   let ports: { grpc: number; http: number };
 
-  beforeAll(async () => {
+  beforeEach(async () => {
     child = spawn(process.execPath, ['--import', 'tsx', resolve(import.meta.dirname, 'fixtures/kserve-process.ts'), MODELS], {
       cwd: REPO_ROOT,
       stdio: ['ignore', 'pipe', 'inherit'],
@@ -207,12 +213,12 @@ describe('a server killed under the client', () => {
     });
   }, 30_000);
 
-  afterAll(() => {
+  afterEach(() => {
     child?.kill('SIGKILL');
   });
 
-  it('a stream rejects promptly with UNAVAILABLE, an infer too, and nothing stays pending', async () => {
-    const client = await Client.connect(`grpc://127.0.0.1:${ports.grpc}`);
+  it.each(['native', 'js'] as const)('a stream rejects promptly with UNAVAILABLE, an infer too, and nothing stays pending (gRPC %s)', async (transport) => {
+    const client = await Client.connect(`grpc://127.0.0.1:${ports.grpc}`, { transport });
     const http = await Client.connect(`http://127.0.0.1:${ports.http}`);
     try {
       const seen: number[] = [];
@@ -296,17 +302,27 @@ describe('TLS', () => {
   });
 });
 
-it('a client-only program loads no native addon', async () => {
+it('a client-only program loads no native addon until a gRPC client takes the native transport', async () => {
   const script = `
     const loaded = [];
     const dlopen = process.dlopen;
     process.dlopen = (module, file, ...rest) => { loaded.push(file); return dlopen(module, file, ...rest); };
+    const ours = () => loaded.filter((file) => !file.includes('node_modules'));
     const { Client } = await import(${JSON.stringify(resolve(REPO_ROOT, 'lib/client/index.ts'))});
-    await Client.connect('grpc://127.0.0.1:1', { connectTimeoutMs: 200, retry: { attempts: 1 } }).catch(() => undefined);
-    process.stdout.write(JSON.stringify(loaded.filter((file) => !file.includes('node_modules'))));
+    const afterImport = ours();
+    const refused = { connectTimeoutMs: 200, retry: { attempts: 1 } };
+    await Client.connect('grpc://127.0.0.1:1', { ...refused, transport: 'js' }).catch(() => undefined);
+    await Client.connect('http://127.0.0.1:1', refused).catch(() => undefined);
+    const afterJs = ours();
+    const error = await Client.connect('grpc://127.0.0.1:1', refused).catch((e) => e);
+    process.stdout.write(JSON.stringify({ afterImport, afterJs, afterAuto: ours(), code: error.code }));
   `;
   const { stdout } = await run(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: REPO_ROOT, timeout: 20_000 });
-  expect(JSON.parse(stdout)).toEqual([]);
+  const { afterImport, afterJs, afterAuto, code } = JSON.parse(stdout) as Record<string, unknown>;
+  expect(afterImport).toEqual([]);
+  expect(afterJs).toEqual([]);
+  expect(afterAuto).toEqual([expect.stringMatching(/\.node$/)]);
+  expect(code).toBe('UNAVAILABLE');
 });
 
 it('leaves no request alive in the in-process server behind the front ends', async () => {

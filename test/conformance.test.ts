@@ -42,15 +42,17 @@ interface Variant {
   open(): Promise<InferenceServer>;
 }
 
-async function connect(target: string): Promise<Client> {
-  const client = await Client.connect(target, { metricsUrl: `http://127.0.0.1:${frontends.metrics!.port}/metrics` });
+async function connect(target: string, transport: 'native' | 'js' = 'js'): Promise<Client> {
+  const client = await Client.connect(target, { metricsUrl: `http://127.0.0.1:${frontends.metrics!.port}/metrics`, transport });
+  if (client.transport !== transport) throw new Error(`asked for the ${transport} transport, got ${client.transport}`);
   clients.push(client);
   return client;
 }
 
 const variants: Variant[] = [
   { name: 'in-process', streams: true, serverSeesAbort: true, open: async () => server },
-  { name: 'remote gRPC', streams: true, serverSeesAbort: true, open: () => connect(`grpc://127.0.0.1:${frontends.grpc!.port}`) },
+  { name: 'remote gRPC (native)', streams: true, serverSeesAbort: true, open: () => connect(`grpc://127.0.0.1:${frontends.grpc!.port}`, 'native') },
+  { name: 'remote gRPC (js)', streams: true, serverSeesAbort: true, open: () => connect(`grpc://127.0.0.1:${frontends.grpc!.port}`, 'js') },
   { name: 'remote HTTP', streams: false, serverSeesAbort: true, open: () => connect(`http://127.0.0.1:${frontends.http!.port}`) },
 ];
 
@@ -61,17 +63,19 @@ const variants: Variant[] = [
  * TRITON_REMOTE_METRICS_URL; the models are loaded there first.
  */
 for (const target of (process.env.TRITON_REMOTE_URLS ?? '').split(',').filter((url) => url !== '')) {
-  variants.push({
-    name: `external ${target}`,
-    streams: target.startsWith('grpc'),
-    serverSeesAbort: target.startsWith('grpc'),
-    open: async () => {
-      const client = await Client.connect(target, process.env.TRITON_REMOTE_METRICS_URL ? { metricsUrl: process.env.TRITON_REMOTE_METRICS_URL } : {});
-      clients.push(client);
-      for (const name of MODELS) await client.loadModel(name);
-      return client;
-    },
-  });
+  for (const transport of target.startsWith('grpc') ? (['native', 'js'] as const) : (['js'] as const)) {
+    variants.push({
+      name: `external ${target} (${transport})`,
+      streams: target.startsWith('grpc'),
+      serverSeesAbort: target.startsWith('grpc'),
+      open: async () => {
+        const client = await Client.connect(target, { transport, ...(process.env.TRITON_REMOTE_METRICS_URL ? { metricsUrl: process.env.TRITON_REMOTE_METRICS_URL } : {}) });
+        clients.push(client);
+        for (const name of MODELS) await client.loadModel(name);
+        return client;
+      },
+    });
+  }
 }
 
 /** A Python model that reports what it was sent: id, parameters, correlation id, flags, timeout. */

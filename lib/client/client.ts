@@ -141,10 +141,11 @@ export class Client implements InferenceServer, AsyncDisposable {
   #metrics: ClientMetrics | undefined;
   #closed = false;
 
-  private constructor(pool: EndpointPool, options: ResolvedClientOptions, targets: ParsedTargets) {
+  private constructor(pool: EndpointPool, options: ResolvedClientOptions, targets: ParsedTargets, transport: 'native' | 'js') {
     this.#pool = pool;
     this.#options = options;
     this.#targets = targets;
+    this.transport = transport;
   }
 
   /**
@@ -163,10 +164,13 @@ export class Client implements InferenceServer, AsyncDisposable {
     const scheme = targets.protocol === 'grpc' ? (tls ? 'grpcs' : 'grpc') : tls ? 'https' : 'http';
     const endpointOf = (address: HostPort): string => `${scheme}://${authority(address)}`;
     let make: (address: HostPort, servername?: string) => Transport;
+    let native = false;
     if (targets.protocol === 'grpc') {
-      const grpc = await grpcTransports(resolved);
-      make = (address, servername) => grpc({ endpoint: endpointOf(address), host: address.host, port: address.port, tls, ...(servername === undefined ? {} : { servername }) });
+      const grpc = await grpcTransports(resolved, tls);
+      native = grpc.native;
+      make = (address, servername) => grpc.make({ endpoint: endpointOf(address), host: address.host, port: address.port, tls, ...(servername === undefined ? {} : { servername }) });
     } else {
+      if (resolved.transport === 'native') throw new TritonError('INVALID_ARG', "transport 'native' is gRPC only for now: use it with grpc:// targets, or transport 'js' or 'auto'");
       make = await httpTransports(tls, resolved);
     }
     pool = new EndpointPool(targets.addresses.map((address) => make(address)), resolved);
@@ -188,7 +192,7 @@ export class Client implements InferenceServer, AsyncDisposable {
         throw new TritonError('UNAVAILABLE', `could not resolve '${dns.host}': ${(error as Error).message}`, { cause: error });
       }
     }
-    const client = new Client(pool, resolved, targets);
+    const client = new Client(pool, resolved, targets, native ? 'native' : 'js');
     if (resolve !== undefined) {
       const again = resolve;
       const tick = (): void => {
@@ -236,6 +240,9 @@ export class Client implements InferenceServer, AsyncDisposable {
   get protocol(): 'grpc' | 'http' {
     return this.#targets.protocol;
   }
+
+  /** Who makes the calls: the addon (`'native'`, gRPC) or Node's `node:http2`/undici (`'js'`); see the `transport` option. */
+  readonly transport: 'native' | 'js';
 
   /** @internal Runs one call on an endpoint, with the call's deadline and abort, retried when `repeatable`. */
   async run<T>(options: CallOptions | undefined, repeatable: boolean, fn: (transport: Transport, call: Call) => Promise<T>): Promise<T> {

@@ -13,7 +13,9 @@ import { DATA_TYPE_INFO } from '../data-types.js';
 import { checkDatatype } from '../kserve/codec.js';
 import { decodeModelInferResponse, decodeModelStreamInferResponse, encodeModelInferRequest, type WireInferResponse } from '../kserve/infer-wire.js';
 import { loadInferenceMessages, type MessageCodec } from '../kserve/proto.js';
-import { GrpcConnection, STATUS, type CallEnd } from './h2.js';
+import { GrpcConnection, STATUS, type CallEnd, type GrpcChannel } from './h2.js';
+import { NativeGrpcConnection, nativeGrpcChannelClass } from './native-grpc.js';
+import type { NativeGrpcChannelClass } from '../native.js';
 
 const SERVICE = '/inference.GRPCInferenceService/';
 import type { ResolvedClientOptions } from './options.js';
@@ -123,23 +125,43 @@ export interface GrpcTarget {
   servername?: string;
 }
 
-/** Loads the message codecs; then makes a transport per address. */
-export async function grpcTransports(options: ResolvedClientOptions): Promise<(where: GrpcTarget) => Transport> {
+/**
+ * Loads the message codecs and picks the connection (`transport`: the
+ * addon's or `node:http2`'s); then makes a transport per address.
+ */
+export async function grpcTransports(options: ResolvedClientOptions, tls: boolean): Promise<{ make: (where: GrpcTarget) => Transport; native: boolean }> {
+  const channel = nativeChannel(options, tls);
   const codecs = await loadInferenceMessages('the gRPC client (grpc:// targets)');
-  return (where) => new GrpcTransport(codecs, where, options);
+  return { make: (where) => new GrpcTransport(codecs, where, options, channel), native: channel !== undefined };
+}
+
+/** The addon's channel class where `transport` asks for it and it can serve these options. */
+function nativeChannel(options: ResolvedClientOptions, tls: boolean): NativeGrpcChannelClass | undefined {
+  if (options.transport === 'js') return undefined;
+  const lacking = tls ? 'TLS' : options.compression !== 'none' ? 'compression' : undefined;
+  const found = lacking === undefined ? nativeGrpcChannelClass() : lacking;
+  if (typeof found !== 'string') return found;
+  if (options.transport === 'auto') return undefined;
+  if (lacking !== undefined) throw new TritonError('INVALID_ARG', `transport 'native' does not do ${lacking} yet: use transport 'js' or 'auto'`);
+  throw new TritonError('UNAVAILABLE', `transport 'native' is not available here: ${found}`);
 }
 
 class GrpcTransport implements Transport {
   readonly endpoint: string;
   readonly streaming = true;
   readonly #codecs: Record<string, MessageCodec>;
-  readonly #connection: GrpcConnection;
+  readonly #connection: GrpcChannel;
   readonly #headers: Record<string, string>;
 
-  constructor(codecs: Record<string, MessageCodec>, where: GrpcTarget, options: ResolvedClientOptions) {
+  constructor(codecs: Record<string, MessageCodec>, where: GrpcTarget, options: ResolvedClientOptions, native: NativeGrpcChannelClass | undefined) {
     this.#codecs = codecs;
     this.endpoint = where.endpoint;
     this.#headers = lowerCase(options.headers);
+    if (native !== undefined) {
+      const { connectTimeoutMs, keepAliveMs, maxMessageBytes } = options;
+      this.#connection = new NativeGrpcConnection(native, { host: where.host, port: where.port, connectTimeoutMs, keepAliveMs, maxMessageBytes });
+      return;
+    }
     const host = where.host.includes(':') ? `[${where.host}]` : where.host;
     const servername = options.tls?.servername ?? where.servername;
     this.#connection = new GrpcConnection({

@@ -54,12 +54,31 @@ export interface OpenCall {
   cancel(): void;
 }
 
+/**
+ * What the gRPC transport (grpc.ts) needs of a connection: this file's over
+ * `node:http2`, or the addon's (native-grpc.ts).
+ */
+export interface GrpcChannel {
+  /** Starts a call of `path`; `deadline` (Date.now() based) goes as `grpc-timeout`. */
+  start(path: string, metadata: Record<string, string>, deadline: number | undefined, handlers: CallHandlers): OpenCall;
+  /** One unary call: resolves with the response message, or rejects with `{ grpc: CallEnd }`. */
+  unary(path: string, message: Buffer, metadata: Record<string, string>, deadline: number | undefined, signal: AbortSignal | undefined, framed?: boolean): Promise<Buffer>;
+  close(): void;
+}
+
+/** Settles a unary call's promise from how the call ended. */
+export function settleUnary(result: CallEnd, response: Buffer | undefined, resolve: (bytes: Buffer) => void, reject: (error: unknown) => void): void {
+  if (result.code === STATUS.OK && response !== undefined) resolve(response);
+  else if (result.code === STATUS.OK) reject(Object.assign(new Error('the server answered without a message'), { grpc: { code: STATUS.INTERNAL, message: 'no response message' } }));
+  else reject(Object.assign(new Error(result.message), { grpc: result }));
+}
+
 const PING_TIMEOUT_MS = 20_000;
 const STREAM_WINDOW_BYTES = 16 * 1024 * 1024;
 const CONNECTION_WINDOW_BYTES = 64 * 1024 * 1024;
 const MAX_FRAME_BYTES = 1024 * 1024;
 
-export class GrpcConnection {
+export class GrpcConnection implements GrpcChannel {
   readonly #options: ConnectionOptions;
   #session: ClientHttp2Session | undefined;
   #connected = false;
@@ -279,7 +298,6 @@ export class GrpcConnection {
     };
   }
 
-  /** One unary call: resolves with the response message, or the way the call ended. */
   unary(path: string, message: Buffer, metadata: Record<string, string>, deadline: number | undefined, signal: AbortSignal | undefined, framed = false): Promise<Buffer> {
     return new Promise((resolve, reject) => {
       let response: Buffer | undefined;
@@ -290,9 +308,7 @@ export class GrpcConnection {
         },
         end: (result) => {
           signal?.removeEventListener('abort', onAbort);
-          if (result.code === STATUS.OK && response !== undefined) resolve(response);
-          else if (result.code === STATUS.OK) reject(Object.assign(new Error('the server answered without a message'), { grpc: { code: STATUS.INTERNAL, message: 'no response message' } }));
-          else reject(Object.assign(new Error(result.message), { grpc: result }));
+          settleUnary(result, response, resolve, reject);
         },
       });
       if (signal !== undefined) {

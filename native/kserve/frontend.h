@@ -21,7 +21,7 @@
 #include "../core/errors.h"
 #include "grpc-wire.h"
 #include "http-wire.h"
-#include "nghttp2-api.h"
+#include "../core/nghttp2-api.h"
 #include "../inference/output-memory.h"
 #include "../core/server.h"
 

@@ -1,8 +1,8 @@
-// nghttp2, the HTTP/2 library of the native gRPC front end, found at run
-// time: Node's own copy (node exports its symbols to addons), else the
-// system's libnghttp2.so.14. Only its header is needed to build (Debian's
-// libnghttp2-dev); without it the addon builds without the native gRPC
-// engine, and serveKServe uses the JS one.
+// nghttp2, the HTTP/2 library of the native gRPC engine and the client's
+// native transport, found at run time: Node's own copy (node exports its
+// symbols to addons), else the system's libnghttp2.so.14. Only its header
+// is needed to build (Debian's libnghttp2-dev); without it the addon builds
+// without either, and serveKServe and the client use their JS ones.
 #pragma once
 
 #if defined(__has_include)
@@ -45,7 +45,8 @@ namespace tsn {
   X(submit_response)                                    \
   X(submit_trailer)                                     \
   X(submit_rst_stream)                                  \
-  X(submit_goaway)
+  X(submit_goaway)                                      \
+  X(submit_ping)
 
 struct Nghttp2Api {
 #define TSN_NGHTTP2_FIELD(name) decltype(&nghttp2_##name) name = nullptr;

@@ -1,0 +1,1000 @@
+// The client's native gRPC transport: a channel makes HTTP/2 calls with
+// nghttp2 on the JS thread's own libuv loop, so a call costs no thread hop,
+// no `node:http2` stream object and no header objects. JS frames nothing
+// and parses no HTTP/2: it hands over a call's message bytes and gets back
+// each response message as a Buffer and the call's status, in batches
+// (one JS call per read from the socket). Everything above the transport
+// (deadlines, retries, the pool, the codecs) stays in lib/client/.
+//
+// What the network can make it hold is bounded: a response message by the
+// client's maxMessageBytes (announced length checked before anything is
+// allocated), a response's headers by count and bytes, the bytes read at
+// once by the read buffer; nghttp2 bounds frames and its header table.
+#include "grpc-channel.h"
+
+#include "../core/nghttp2-api.h"
+
+#if defined(TSN_HAVE_NGHTTP2)
+#include <uv.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+#endif
+
+namespace tsn {
+
+#if defined(TSN_HAVE_NGHTTP2)
+
+namespace {
+
+// Windows as the JS transport opens them: 16 calls of 64 KiB answers fit in one round trip.
+constexpr int32_t kStreamWindowBytes = 16 * 1024 * 1024;
+constexpr int32_t kConnectionWindowBytes = 64 * 1024 * 1024;
+constexpr uint32_t kMaxFrameBytes = 1024 * 1024;
+constexpr size_t kReadBytes = 64 * 1024;
+// A response's headers and trailers: Triton sends a handful of short ones.
+constexpr size_t kMaxHeaderPairs = 128;
+constexpr size_t kMaxHeaderBytes = 64 * 1024;
+constexpr uint64_t kPingTimeoutMs = 20000;
+
+// gRPC status codes this file sets itself.
+constexpr int kStatusUnknown = 2;
+constexpr int kStatusResourceExhausted = 8;
+constexpr int kStatusInternal = 13;
+constexpr int kStatusUnavailable = 14;
+
+// An event as JS reads it: [id, kind, ...]: kMessage + the message's Buffer;
+// kEnd + gRPC status code, message (grpc-message as sent), and whether the
+// connection failed (kSent: the request may have reached the server).
+enum EventKind : int32_t { kMessage = 0, kEnd = 1 };
+enum Fault : int32_t { kNoFault = 0, kSent = 1, kNotSent = 2 };
+
+struct Settings {
+  uint64_t connect_timeout_ms = 10000;
+  uint64_t keep_alive_ms = 300000;
+  size_t max_message_bytes = 64 << 20;
+};
+
+struct Connection;
+
+struct Call {
+  uint32_t id = 0;
+  Connection* conn = nullptr;
+  int32_t stream_id = 0;  // 0 until submitted to the session
+  std::string path;
+  std::string timeout;               // grpc-timeout, or empty
+  std::vector<std::string> headers;  // the call's own: name, value, name, …
+  std::string out;                   // request bytes (framed) nghttp2 has not taken yet
+  size_t out_offset = 0;
+  bool out_last = false;  // the request side ends after `out`
+  // The response.
+  int http_status = 0;
+  bool has_status = false;
+  int status = 0;
+  std::string message;  // grpc-message, percent-encoded as it came
+  size_t header_pairs = 0;
+  size_t header_bytes = 0;
+  uint8_t prefix[5] = {};
+  size_t prefix_have = 0;
+  Napi::Reference<Napi::Buffer<uint8_t>> body;  // the message being read, from its prefix on
+  uint8_t* body_data = nullptr;
+  size_t body_need = 0;
+  size_t body_have = 0;
+};
+
+struct Event {
+  uint32_t id;
+  EventKind kind;
+  napi_value buffer = nullptr;  // kMessage: made in the scope of the read that completed it
+  int code = 0;
+  std::string message;
+  Fault fault = kNoFault;
+};
+
+class Channel;
+
+// One TCP connection and its HTTP/2 session. A connection that failed or
+// was told GOAWAY takes no new call; the next call opens another.
+struct Connection {
+  uv_tcp_t tcp{};
+  uv_connect_t connect{};
+  Channel* channel = nullptr;
+  nghttp2_session* session = nullptr;
+  bool connected = false;
+  bool broken = false;
+  bool goaway = false;
+  bool ping_outstanding = false;
+  std::string why;  // what broke it
+  int holds = 1;  // the TCP handle, and a name resolution while one runs
+  std::vector<Call*> waiting;                     // made before the session was up
+  std::unordered_map<int32_t, Call*> streams;  // submitted, by stream id
+};
+
+struct Write {
+  uv_write_t req{};
+  std::string bytes;
+};
+
+struct Resolve {
+  uv_getaddrinfo_t req{};
+  Connection* conn = nullptr;
+};
+
+Connection* ConnOf(void* user) { return static_cast<Connection*>(user); }
+
+class Channel : public std::enable_shared_from_this<Channel> {
+ public:
+  Channel(Napi::Env env, std::string host, int port, std::string authority, Settings settings, Napi::Function on_events)
+      : env_(env),
+        h2_(*Nghttp2()),
+        host_(std::move(host)),
+        port_(port),
+        authority_(std::move(authority)),
+        settings_(settings),
+        context_(env, "tritonserver-node:grpc-channel") {
+    on_events_ = Napi::Weak(on_events);
+    napi_get_uv_event_loop(env, &loop_);
+    read_buffer_.reset(new char[kReadBytes]);
+    for (uv_timer_t* timer : {&deadline_, &keepalive_, &dispatch_}) {
+      uv_timer_init(loop_, timer);
+      timer->data = this;
+      uv_unref(reinterpret_cast<uv_handle_t*>(timer));
+      handles_++;
+    }
+    uv_timer_start(&keepalive_, OnKeepalive, settings_.keep_alive_ms, settings_.keep_alive_ms);
+    h2_.session_callbacks_new(&callbacks_);
+    h2_.session_callbacks_set_on_header_callback(callbacks_, OnHeader);
+    h2_.session_callbacks_set_on_frame_recv_callback(callbacks_, OnFrame);
+    h2_.session_callbacks_set_on_data_chunk_recv_callback(callbacks_, OnData);
+    h2_.session_callbacks_set_on_stream_close_callback(callbacks_, OnStreamClose);
+  }
+
+  ~Channel() {
+    if (callbacks_ != nullptr) h2_.session_callbacks_del(callbacks_);
+  }
+
+  // Held by itself while it has libuv handles, and by its JS object.
+  void Hold(std::shared_ptr<Channel> self) {
+    self_ = std::move(self);
+    napi_add_async_cleanup_hook(env_, OnEnvCleanup, this, &cleanup_hook_);
+  }
+
+  // `data` null: no message (a stream's first comes with send()).
+  uint32_t Start(std::string path, std::string timeout, std::vector<std::string> headers, const uint8_t* data,
+                 size_t size, bool last) {
+    auto call = std::make_unique<Call>();
+    Call* raw = call.get();
+    do raw->id = ++next_id_;
+    while (raw->id == 0 || calls_.count(raw->id) > 0);
+    raw->path = std::move(path);
+    raw->timeout = std::move(timeout);
+    raw->headers = std::move(headers);
+    Append(raw, data, size, last);
+    if (calls_.empty()) on_events_.Ref();
+    calls_.emplace(raw->id, std::move(call));
+    Place(raw);
+    return raw->id;
+  }
+
+  void Send(uint32_t id, const uint8_t* data, size_t size, bool last) {
+    Call* call = Find(id);
+    if (call == nullptr || call->out_last) return;
+    Append(call, data, size, last);
+    if (call->stream_id > 0 && call->conn->session != nullptr)
+      h2_.session_resume_data(call->conn->session, call->stream_id);
+    FlushSoon(call->conn);
+  }
+
+  // JS ends the call itself (CANCELLED): no event comes for it.
+  void Cancel(uint32_t id) {
+    Call* call = Find(id);
+    if (call == nullptr) return;
+    Connection* conn = call->conn;
+    if (call->stream_id > 0 && conn->session != nullptr)
+      h2_.submit_rst_stream(conn->session, NGHTTP2_FLAG_NONE, call->stream_id, NGHTTP2_CANCEL);
+    Forget(call);
+    FlushSoon(conn);
+  }
+
+  // Takes no new call; the connections go once the calls in flight are over.
+  void Close() {
+    closed_ = true;
+    Settle();
+  }
+
+  // The JS object is gone or the environment is: everything goes now, and JS hears nothing more.
+  void Abandon() {
+    if (abandoned_) return;
+    abandoned_ = true;
+    closed_ = true;
+    events_.clear();
+    on_events_.Reset();
+    for (auto& entry : calls_) entry.second->body.Reset();
+    calls_.clear();
+    TearDown();
+  }
+
+  bool closed() const { return closed_; }
+
+ private:
+  // ---- calls ----
+
+  Call* Find(uint32_t id) {
+    auto found = calls_.find(id);
+    return found == calls_.end() ? nullptr : found->second.get();
+  }
+
+  // The request's bytes as gRPC frames them: a flag byte (uncompressed) and the length.
+  void Append(Call* call, const uint8_t* data, size_t size, bool last) {
+    if (data != nullptr) {
+      if (call->out_offset == call->out.size()) {
+        call->out.clear();
+        call->out_offset = 0;
+      }
+      const uint32_t length = static_cast<uint32_t>(size);
+      const char prefix[5] = {0, static_cast<char>(length >> 24), static_cast<char>(length >> 16),
+                              static_cast<char>(length >> 8), static_cast<char>(length)};
+      call->out.append(prefix, 5);
+      call->out.append(reinterpret_cast<const char*>(data), size);
+    }
+    call->out_last = call->out_last || last;
+  }
+
+  // Puts a call on the current connection (opened if need be).
+  void Place(Call* call) {
+    Connection* conn = Current();
+    call->conn = conn;
+    if (conn->broken) {  // failed at once (no such host, no route)
+      End(call, kStatusUnavailable, conn->why, kNotSent);
+      ScheduleDispatch();
+      return;
+    }
+    if (conn->connected) Submit(conn, call);
+    else conn->waiting.push_back(call);
+    UpdateRef();
+    FlushSoon(conn);
+  }
+
+  // Removes a call from its connection and the table (no event).
+  void Forget(Call* call) {
+    Connection* conn = call->conn;
+    if (call->stream_id > 0) conn->streams.erase(call->stream_id);
+    conn->waiting.erase(std::remove(conn->waiting.begin(), conn->waiting.end(), call), conn->waiting.end());
+    calls_.erase(call->id);
+    if (calls_.empty() && !abandoned_) on_events_.Unref();
+    UpdateRef();
+    if (!in_session_) Settle();
+  }
+
+  // Closes retired connections with no call left, and everything once
+  // closed and idle. Never inside nghttp2's callbacks (it deletes sessions).
+  void Settle() {
+    std::vector<Connection*> conns = conns_;
+    for (Connection* conn : conns)
+      if (conn != conn_ && conn->streams.empty() && conn->waiting.empty()) Drop(conn);
+    if (closed_ && calls_.empty()) TearDown();
+  }
+
+  void End(Call* call, int code, std::string message, Fault fault) {
+    events_.push_back(Event{call->id, kEnd, nullptr, code, std::move(message), fault});
+    Forget(call);
+  }
+
+  // Ends a call from inside nghttp2's callbacks (the stream is reset).
+  void Fail(Call* call, int code, std::string message) {
+    if (call->stream_id > 0 && call->conn->session != nullptr)
+      h2_.submit_rst_stream(call->conn->session, NGHTTP2_FLAG_NONE, call->stream_id, NGHTTP2_CANCEL);
+    End(call, code, std::move(message), kNoFault);
+  }
+
+  void Submit(Connection* conn, Call* call) {
+    std::vector<nghttp2_nv> nv;
+    nv.reserve(9 + call->headers.size() / 2);
+    auto add = [&nv](const char* name, size_t name_size, const char* value, size_t value_size) {
+      nv.push_back({reinterpret_cast<uint8_t*>(const_cast<char*>(name)),
+                    reinterpret_cast<uint8_t*>(const_cast<char*>(value)), name_size, value_size,
+                    NGHTTP2_NV_FLAG_NONE});
+    };
+    auto literal = [&add](const char* name, const char* value) {
+      add(name, std::strlen(name), value, std::strlen(value));
+    };
+    literal(":method", "POST");
+    literal(":scheme", "http");
+    add(":path", 5, call->path.data(), call->path.size());
+    add(":authority", 10, authority_.data(), authority_.size());
+    literal("content-type", "application/grpc");
+    literal("te", "trailers");
+    literal("grpc-accept-encoding", "identity");
+    literal("user-agent", "tritonserver-node");
+    if (!call->timeout.empty()) add("grpc-timeout", 12, call->timeout.data(), call->timeout.size());
+    for (size_t i = 0; i + 1 < call->headers.size(); i += 2)
+      add(call->headers[i].data(), call->headers[i].size(), call->headers[i + 1].data(), call->headers[i + 1].size());
+    nghttp2_data_provider provider{};
+    provider.read_callback = ReadRequest;
+    const int32_t stream_id = h2_.submit_request(conn->session, nullptr, nv.data(), nv.size(), &provider, nullptr);
+    if (stream_id == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE) {
+      // This connection has used every stream id: the call goes on a new one.
+      Retire(conn);
+      Place(call);
+      return;
+    }
+    if (stream_id < 0) {
+      events_.push_back(Event{call->id, kEnd, nullptr, kStatusInternal,
+                              "could not start the call (nghttp2 " + std::to_string(stream_id) + ")", kNoFault});
+      Forget(call);
+      ScheduleDispatch();
+      return;
+    }
+    call->stream_id = stream_id;
+    conn->streams.emplace(stream_id, call);
+  }
+
+  static ssize_t ReadRequest(nghttp2_session*, int32_t stream_id, uint8_t* buffer, size_t length, uint32_t* flags,
+                             nghttp2_data_source*, void* user) {
+    Connection* conn = ConnOf(user);
+    auto found = conn->streams.find(stream_id);
+    if (found == conn->streams.end()) {  // ended here (cancelled, failed): nothing more to send
+      *flags |= NGHTTP2_DATA_FLAG_EOF;
+      return 0;
+    }
+    Call* call = found->second;
+    const size_t count = std::min(length, call->out.size() - call->out_offset);
+    std::memcpy(buffer, call->out.data() + call->out_offset, count);
+    call->out_offset += count;
+    if (call->out_offset < call->out.size()) return static_cast<ssize_t>(count);
+    call->out.clear();
+    call->out_offset = 0;
+    if (call->out_last) *flags |= NGHTTP2_DATA_FLAG_EOF;
+    else if (count == 0) return NGHTTP2_ERR_DEFERRED;
+    return static_cast<ssize_t>(count);
+  }
+
+  // ---- the response, from nghttp2's callbacks ----
+
+  Call* StreamCall(Connection* conn, int32_t stream_id) {
+    auto found = conn->streams.find(stream_id);
+    return found == conn->streams.end() ? nullptr : found->second;
+  }
+
+  static int OnHeader(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name, size_t name_size,
+                      const uint8_t* value, size_t value_size, uint8_t, void* user) {
+    Connection* conn = ConnOf(user);
+    Channel* self = conn->channel;
+    Call* call = self->StreamCall(conn, frame->hd.stream_id);
+    if (call == nullptr) return 0;
+    call->header_pairs++;
+    call->header_bytes += name_size + value_size;
+    if (call->header_pairs > kMaxHeaderPairs || call->header_bytes > kMaxHeaderBytes) {
+      self->Fail(call, kStatusInternal, "the response's headers are past the client's limit (128 or 64 KiB)");
+      return 0;
+    }
+    const std::string_view key(reinterpret_cast<const char*>(name), name_size);
+    const std::string_view text(reinterpret_cast<const char*>(value), value_size);
+    if (key == ":status") {
+      call->http_status = std::atoi(std::string(text).c_str());
+    } else if (key == "grpc-status") {
+      call->has_status = true;
+      call->status = std::atoi(std::string(text).c_str());
+    } else if (key == "grpc-message") {
+      call->message.assign(text);
+    }
+    return 0;
+  }
+
+  static int OnFrame(nghttp2_session*, const nghttp2_frame* frame, void* user) {
+    Connection* conn = ConnOf(user);
+    Channel* self = conn->channel;
+    switch (frame->hd.type) {
+      case NGHTTP2_PING:
+        if ((frame->hd.flags & NGHTTP2_FLAG_ACK) != 0 && conn->ping_outstanding) {
+          conn->ping_outstanding = false;
+          if (conn == self->conn_) uv_timer_stop(&self->deadline_);
+        }
+        return 0;
+      case NGHTTP2_GOAWAY:
+        self->Retire(conn);  // its open calls go on; nghttp2 refuses those the server did not take
+        return 0;
+      case NGHTTP2_HEADERS:
+      case NGHTTP2_DATA:
+        if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) == 0) return 0;
+        if (Call* call = self->StreamCall(conn, frame->hd.stream_id)) self->Complete(call);
+        return 0;
+      default:
+        return 0;
+    }
+  }
+
+  // The server ended the stream: its status ends the call.
+  void Complete(Call* call) {
+    if (call->has_status) {
+      if (call->status == 0 && call->body_data != nullptr) {
+        Fail(call, kStatusInternal, "the response ended inside a message");
+        return;
+      }
+      End(call, call->status, std::move(call->message), kNoFault);
+      return;
+    }
+    if (call->http_status != 200) {
+      const int s = call->http_status;
+      const int code = s == 502 || s == 503 || s == 504 ? kStatusUnavailable : kStatusUnknown;
+      End(call, code, "HTTP " + std::to_string(s) + " from a gRPC endpoint", kNoFault);
+      return;
+    }
+    End(call, kStatusUnavailable, "the stream ended without a status", kSent);
+  }
+
+  static int OnData(nghttp2_session*, uint8_t, int32_t stream_id, const uint8_t* data, size_t size, void* user) {
+    Connection* conn = ConnOf(user);
+    Channel* self = conn->channel;
+    Call* call = self->StreamCall(conn, stream_id);
+    if (call != nullptr) self->Deframe(call, data, size);
+    return 0;
+  }
+
+  // Cuts gRPC messages out of DATA: each is read into a Buffer of its
+  // announced length, allocated once that length is known to be allowed.
+  void Deframe(Call* call, const uint8_t* data, size_t size) {
+    while (size > 0) {
+      if (call->body_data == nullptr) {
+        const size_t take = std::min(size, sizeof call->prefix - call->prefix_have);
+        std::memcpy(call->prefix + call->prefix_have, data, take);
+        call->prefix_have += take;
+        data += take;
+        size -= take;
+        if (call->prefix_have < sizeof call->prefix) return;
+        call->prefix_have = 0;
+        const uint8_t flag = call->prefix[0];
+        const size_t length = (size_t{call->prefix[1]} << 24) | (size_t{call->prefix[2]} << 16) |
+                              (size_t{call->prefix[3]} << 8) | size_t{call->prefix[4]};
+        if (flag > 1) {
+          Fail(call, kStatusInternal,
+               "a response message's compressed flag is " + std::to_string(flag) + ": only 0 and 1 are defined");
+          return;
+        }
+        if (flag == 1) {
+          Fail(call, kStatusInternal,
+               "could not read a compressed message: the native transport asked for none (grpc-accept-encoding: identity)");
+          return;
+        }
+        if (length > settings_.max_message_bytes) {
+          Fail(call, kStatusResourceExhausted,
+               "a response message is larger than maxMessageBytes (" + std::to_string(settings_.max_message_bytes) + ")");
+          return;
+        }
+        Napi::Buffer<uint8_t> buffer;
+        try {  // nothing may be thrown through nghttp2
+          buffer = Napi::Buffer<uint8_t>::New(env_, length);
+        } catch (const Napi::Error&) {
+          Fail(call, kStatusResourceExhausted, "no memory for a response message of " + std::to_string(length) + " bytes");
+          return;
+        }
+        if (length == 0) {
+          events_.push_back(Event{call->id, kMessage, buffer, 0, {}, kNoFault});
+          continue;
+        }
+        call->body = Napi::Persistent(buffer);
+        call->body_data = buffer.Data();
+        call->body_need = length;
+        call->body_have = 0;
+        continue;
+      }
+      const size_t take = std::min(size, call->body_need - call->body_have);
+      std::memcpy(call->body_data + call->body_have, data, take);
+      call->body_have += take;
+      data += take;
+      size -= take;
+      if (call->body_have == call->body_need) {
+        events_.push_back(Event{call->id, kMessage, call->body.Value(), 0, {}, kNoFault});
+        call->body.Reset();
+        call->body_data = nullptr;
+      }
+    }
+  }
+
+  static int OnStreamClose(nghttp2_session*, int32_t stream_id, uint32_t error_code, void* user) {
+    Connection* conn = ConnOf(user);
+    Channel* self = conn->channel;
+    Call* call = self->StreamCall(conn, stream_id);
+    if (call == nullptr) return 0;
+    if (error_code == NGHTTP2_REFUSED_STREAM) {
+      self->End(call, kStatusUnavailable, "the server refused the call (REFUSED_STREAM)", kNotSent);
+    } else {
+      self->End(call, kStatusUnavailable,
+                "the stream closed without a status (RST_STREAM " + std::to_string(error_code) + ")", kSent);
+    }
+    return 0;
+  }
+
+  // ---- connections ----
+
+  // The connection new calls go on, opened if there is none.
+  Connection* Current() {
+    if (conn_ != nullptr) return conn_;
+    auto* conn = new Connection();
+    conn->channel = this;
+    uv_tcp_init(loop_, &conn->tcp);
+    conn->tcp.data = conn;
+    handles_++;
+    conns_.push_back(conn);
+    conn_ = conn;
+    uv_timer_start(&deadline_, OnDeadline, settings_.connect_timeout_ms, 0);
+    sockaddr_storage address{};
+    if (uv_ip4_addr(host_.c_str(), port_, reinterpret_cast<sockaddr_in*>(&address)) == 0 ||
+        uv_ip6_addr(host_.c_str(), port_, reinterpret_cast<sockaddr_in6*>(&address)) == 0) {
+      Connect(conn, reinterpret_cast<const sockaddr*>(&address));
+      return conn;
+    }
+    auto* resolve = new Resolve();
+    resolve->conn = conn;
+    resolve->req.data = resolve;
+    conn->holds++;
+    handles_++;
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    const std::string port = std::to_string(port_);
+    const int rc = uv_getaddrinfo(loop_, &resolve->req, OnResolved, host_.c_str(), port.c_str(), &hints);
+    if (rc != 0) {
+      resolve->req.data = nullptr;
+      OnResolved(&resolve->req, rc, nullptr);
+    }
+    return conn;
+  }
+
+  static void OnResolved(uv_getaddrinfo_t* req, int status, addrinfo* result) {
+    auto* resolve = reinterpret_cast<Resolve*>(reinterpret_cast<char*>(req) - offsetof(Resolve, req));
+    Connection* conn = resolve->conn;
+    Channel* self = conn->channel;
+    const std::shared_ptr<Channel> hold = self->shared_from_this();
+    const bool synchronous = req->data == nullptr;
+    delete resolve;
+    Napi::HandleScope scope(self->env_);
+    if (!conn->broken) {
+      if (status != 0 || result == nullptr) {
+        self->Break(conn, std::string("getaddrinfo ") + uv_err_name(status) + " " + self->host_, false);
+      } else {
+        self->Connect(conn, result->ai_addr);
+      }
+    }
+    if (result != nullptr) uv_freeaddrinfo(result);
+    self->Release(conn);
+    self->HandleClosed();
+    if (!synchronous) self->Dispatch();
+  }
+
+  void Connect(Connection* conn, const sockaddr* address) {
+    const int rc = uv_tcp_connect(&conn->connect, &conn->tcp, address, OnConnected);
+    if (rc != 0) {
+      Break(conn, std::string("connect ") + uv_err_name(rc) + " " + Where(), false);
+      ScheduleDispatch();
+    }
+  }
+
+  std::string Where() const { return host_ + ":" + std::to_string(port_); }
+
+  static void OnConnected(uv_connect_t* req, int status) {
+    Connection* conn = static_cast<Connection*>(req->handle->data);
+    Channel* self = conn->channel;
+    if (conn->broken || status == UV_ECANCELED) return;
+    Napi::HandleScope scope(self->env_);
+    if (status != 0) {
+      self->Break(conn, std::string("connect ") + uv_err_name(status) + " " + self->Where(), false);
+    } else {
+      self->Open(conn);
+    }
+    self->Dispatch();
+  }
+
+  void Open(Connection* conn) {
+    if (conn == conn_) uv_timer_stop(&deadline_);
+    uv_tcp_nodelay(&conn->tcp, 1);
+    if (h2_.session_client_new(&conn->session, callbacks_, conn) != 0) {
+      Break(conn, "could not start an HTTP/2 session", false);
+      return;
+    }
+    const nghttp2_settings_entry entries[] = {{NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+                                              {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, kStreamWindowBytes},
+                                              {NGHTTP2_SETTINGS_MAX_FRAME_SIZE, kMaxFrameBytes}};
+    h2_.submit_settings(conn->session, NGHTTP2_FLAG_NONE, entries, 3);
+    h2_.session_set_local_window_size(conn->session, NGHTTP2_FLAG_NONE, 0, kConnectionWindowBytes);
+    conn->connected = true;
+    uv_read_start(reinterpret_cast<uv_stream_t*>(&conn->tcp), OnAlloc, OnRead);
+    std::vector<Call*> waiting;
+    waiting.swap(conn->waiting);
+    for (Call* call : waiting) Submit(conn, call);
+    Flush(conn);
+  }
+
+  static void OnAlloc(uv_handle_t* handle, size_t, uv_buf_t* buf) {
+    Channel* self = static_cast<Connection*>(handle->data)->channel;
+    *buf = uv_buf_init(self->read_buffer_.get(), kReadBytes);
+  }
+
+  static void OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
+    Connection* conn = static_cast<Connection*>(stream->data);
+    Channel* self = conn->channel;
+    if (conn->broken || nread == 0) return;
+    Napi::HandleScope scope(self->env_);
+    if (nread < 0) {
+      self->Break(conn, nread == UV_EOF ? "the server closed the connection" : std::string("read ") + uv_err_name(static_cast<int>(nread)), true);
+    } else {
+      self->in_session_ = true;
+      const ssize_t used = self->h2_.session_mem_recv(conn->session, reinterpret_cast<const uint8_t*>(buf->base),
+                                                      static_cast<size_t>(nread));
+      self->in_session_ = false;
+      if (used < 0) self->Break(conn, "an HTTP/2 protocol error (nghttp2 " + std::to_string(used) + ")", true);
+      // Written after JS has seen the responses: the calls it starts from them go in the same write.
+      self->flush_after_dispatch_ = true;
+    }
+    self->Dispatch();
+  }
+
+  // Sends what the session has: one write, the rest queued where the socket is full.
+  void Flush(Connection* conn) {
+    if (conn->broken || conn->session == nullptr) return;
+    out_.clear();
+    for (;;) {
+      const uint8_t* data = nullptr;
+      in_session_ = true;
+      const ssize_t size = h2_.session_mem_send(conn->session, &data);
+      in_session_ = false;
+      if (size < 0) {
+        Break(conn, "an HTTP/2 protocol error (nghttp2 " + std::to_string(size) + ")", true);
+        return;
+      }
+      if (size == 0) break;
+      out_.append(reinterpret_cast<const char*>(data), static_cast<size_t>(size));
+    }
+    if (!out_.empty()) {
+      uv_buf_t buf = uv_buf_init(out_.data(), static_cast<unsigned>(out_.size()));
+      const int written = uv_try_write(reinterpret_cast<uv_stream_t*>(&conn->tcp), &buf, 1);
+      if (written < 0 && written != UV_EAGAIN) {
+        Break(conn, std::string("write ") + uv_err_name(written), true);
+        return;
+      }
+      const size_t done = written > 0 ? static_cast<size_t>(written) : 0;
+      if (done < out_.size()) {
+        auto* write = new Write();
+        write->bytes.assign(out_, done, std::string::npos);
+        write->req.data = conn;
+        uv_buf_t rest = uv_buf_init(write->bytes.data(), static_cast<unsigned>(write->bytes.size()));
+        const int rc = uv_write(&write->req, reinterpret_cast<uv_stream_t*>(&conn->tcp), &rest, 1, OnWritten);
+        if (rc != 0) {
+          delete write;
+          Break(conn, std::string("write ") + uv_err_name(rc), true);
+          return;
+        }
+      }
+    }
+    // nghttp2 is done with the session (a GOAWAY both ways, an error sent).
+    if (!h2_.session_want_read(conn->session) && !h2_.session_want_write(conn->session))
+      Break(conn, "the server ended the connection", true);
+    Settle();
+  }
+
+  static void OnWritten(uv_write_t* req, int status) {
+    auto* write = reinterpret_cast<Write*>(reinterpret_cast<char*>(req) - offsetof(Write, req));
+    Connection* conn = static_cast<Connection*>(req->data);
+    delete write;
+    if (status == 0 || status == UV_ECANCELED || conn->broken) return;
+    Channel* self = conn->channel;
+    Napi::HandleScope scope(self->env_);
+    self->Break(conn, std::string("write ") + uv_err_name(status), true);
+    self->Dispatch();
+  }
+
+  // Writes now, or after the events being delivered (JS may start more calls from them).
+  void FlushSoon(Connection* conn) {
+    if (in_dispatch_) flush_after_dispatch_ = true;
+    else Flush(conn);
+  }
+
+  // No new call goes on this connection; it ends with its last call.
+  void Retire(Connection* conn) {
+    conn->goaway = true;
+    if (conn == conn_) {
+      conn_ = nullptr;
+      uv_timer_stop(&deadline_);
+    }
+  }
+
+  // The connection failed: its calls end (UNAVAILABLE, `sent` where a
+  // request may have reached the server) and it closes.
+  void Break(Connection* conn, const std::string& why, bool was_open) {
+    if (conn->broken) return;
+    Retire(conn);
+    conn->broken = true;
+    conn->why = why;
+    std::vector<Call*> calls(conn->waiting.begin(), conn->waiting.end());
+    for (auto& entry : conn->streams) calls.push_back(entry.second);
+    std::sort(calls.begin(), calls.end(), [](Call* a, Call* b) { return a->id < b->id; });
+    for (Call* call : calls) {
+      const Fault fault = was_open && call->stream_id > 0 ? kSent : kNotSent;
+      End(call, kStatusUnavailable, why, fault);
+    }
+    Drop(conn);
+  }
+
+  // Closes a connection that has no call left.
+  void Drop(Connection* conn) {
+    if (uv_is_closing(reinterpret_cast<uv_handle_t*>(&conn->tcp))) return;
+    if (conn == conn_) Retire(conn);
+    conn->broken = true;
+    if (conn->session != nullptr) {
+      h2_.session_del(conn->session);
+      conn->session = nullptr;
+    }
+    uv_close(reinterpret_cast<uv_handle_t*>(&conn->tcp), [](uv_handle_t* handle) {
+      Connection* conn = static_cast<Connection*>(handle->data);
+      Channel* self = conn->channel;
+      self->Release(conn);
+      self->HandleClosed();
+    });
+  }
+
+  void Release(Connection* conn) {
+    if (--conn->holds > 0) return;
+    conns_.erase(std::remove(conns_.begin(), conns_.end(), conn), conns_.end());
+    delete conn;
+  }
+
+  // A connection keeps the process alive only while it has calls.
+  void UpdateRef() {
+    for (Connection* conn : conns_) {
+      if (uv_is_closing(reinterpret_cast<uv_handle_t*>(&conn->tcp))) continue;
+      if (!conn->streams.empty() || !conn->waiting.empty()) uv_ref(reinterpret_cast<uv_handle_t*>(&conn->tcp));
+      else uv_unref(reinterpret_cast<uv_handle_t*>(&conn->tcp));
+    }
+  }
+
+  // The connect timeout, or an unanswered keepalive ping.
+  static void OnDeadline(uv_timer_t* timer) {
+    Channel* self = static_cast<Channel*>(timer->data);
+    Connection* conn = self->conn_;
+    if (conn == nullptr) return;
+    Napi::HandleScope scope(self->env_);
+    if (!conn->connected) {
+      self->Break(conn, "no connection within " + std::to_string(self->settings_.connect_timeout_ms) + " ms", false);
+    } else if (conn->ping_outstanding) {
+      self->Break(conn, "keepalive ping unanswered", true);
+    }
+    self->Dispatch();
+  }
+
+  static void OnKeepalive(uv_timer_t* timer) {
+    Channel* self = static_cast<Channel*>(timer->data);
+    Connection* conn = self->conn_;
+    if (conn == nullptr || !conn->connected || conn->ping_outstanding || conn->streams.empty()) return;
+    Napi::HandleScope scope(self->env_);
+    conn->ping_outstanding = true;
+    self->h2_.submit_ping(conn->session, NGHTTP2_FLAG_NONE, nullptr);
+    uv_timer_start(&self->deadline_, OnDeadline, kPingTimeoutMs, 0);
+    self->Flush(conn);
+    self->Dispatch();
+  }
+
+  // ---- events to JS ----
+
+  void ScheduleDispatch() {
+    if (!events_.empty() && !in_dispatch_ && !abandoned_) uv_timer_start(&dispatch_, OnDispatchTimer, 0, 0);
+  }
+
+  static void OnDispatchTimer(uv_timer_t* timer) {
+    Channel* self = static_cast<Channel*>(timer->data);
+    Napi::HandleScope scope(self->env_);
+    self->Dispatch();
+  }
+
+  // Hands the events gathered to JS in one call, then writes what the
+  // calls JS made from them asked for.
+  void Dispatch() {
+    if (in_dispatch_) return;
+    if (!events_.empty() && !abandoned_ && !on_events_.IsEmpty()) {
+      std::vector<napi_value> args;
+      args.reserve(events_.size() * 5);
+      for (const Event& event : events_) {
+        args.push_back(Napi::Number::New(env_, event.id));
+        args.push_back(Napi::Number::New(env_, event.kind));
+        if (event.kind == kMessage) {
+          args.push_back(event.buffer);
+        } else {
+          args.push_back(Napi::Number::New(env_, event.code));
+          args.push_back(Napi::String::New(env_, event.message));
+          args.push_back(Napi::Number::New(env_, event.fault));
+        }
+      }
+      events_.clear();
+      // Kept alive through the call: JS may drop its object from inside it.
+      std::shared_ptr<Channel> hold = shared_from_this();
+      in_dispatch_ = true;
+      Napi::Function callback = on_events_.Value();
+      if (!callback.IsEmpty()) {
+        try {
+          callback.MakeCallback(env_.Global(), args, context_);
+        } catch (const Napi::Error& error) {
+          napi_fatal_exception(env_, error.Value());
+        }
+      }
+      in_dispatch_ = false;
+    }
+    if (abandoned_) events_.clear();
+    if (flush_after_dispatch_) {
+      flush_after_dispatch_ = false;
+      std::vector<Connection*> conns = conns_;
+      for (Connection* conn : conns)
+        if (std::find(conns_.begin(), conns_.end(), conn) != conns_.end()) Flush(conn);
+    }
+    ScheduleDispatch();  // events of the calls JS made meanwhile
+  }
+
+  // ---- the end ----
+
+  void TearDown() {
+    if (torn_down_) return;
+    torn_down_ = true;
+    conn_ = nullptr;
+    std::vector<Connection*> conns = conns_;
+    for (Connection* conn : conns) {
+      conn->waiting.clear();
+      conn->streams.clear();
+      Drop(conn);
+    }
+    for (uv_timer_t* timer : {&deadline_, &keepalive_, &dispatch_}) {
+      uv_close(reinterpret_cast<uv_handle_t*>(timer), [](uv_handle_t* handle) {
+        static_cast<Channel*>(handle->data)->HandleClosed();
+      });
+    }
+  }
+
+  // Once every handle is closed: the environment's cleanup may go on, and
+  // the channel lives on only as long as its JS object.
+  void HandleClosed() {
+    if (--handles_ > 0) return;
+    if (cleanup_hook_ != nullptr) {
+      napi_remove_async_cleanup_hook(cleanup_hook_);
+      cleanup_hook_ = nullptr;
+    }
+    std::shared_ptr<Channel> self = std::move(self_);
+  }
+
+  static void OnEnvCleanup(napi_async_cleanup_hook_handle, void* data) { static_cast<Channel*>(data)->Abandon(); }
+
+  Napi::Env env_;
+  const Nghttp2Api& h2_;
+  uv_loop_t* loop_ = nullptr;
+  std::string host_;
+  int port_;
+  std::string authority_;
+  Settings settings_;
+  Napi::FunctionReference on_events_;  // strong only while calls are in flight
+  Napi::AsyncContext context_;
+  nghttp2_session_callbacks* callbacks_ = nullptr;
+  uv_timer_t deadline_{};   // connect timeout, then keepalive ping timeout
+  uv_timer_t keepalive_{};  // pings while calls are in flight
+  uv_timer_t dispatch_{};   // events that arose outside a libuv callback
+  std::unique_ptr<char[]> read_buffer_;
+  std::string out_;
+  std::unordered_map<uint32_t, std::unique_ptr<Call>> calls_;
+  std::vector<Connection*> conns_;
+  Connection* conn_ = nullptr;  // where new calls go
+  std::vector<Event> events_;
+  uint32_t next_id_ = 0;
+  int handles_ = 0;
+  bool in_dispatch_ = false;
+  bool in_session_ = false;  // inside nghttp2 (mem_recv, mem_send): no session may be deleted
+  bool flush_after_dispatch_ = false;
+  bool closed_ = false;
+  bool abandoned_ = false;
+  bool torn_down_ = false;
+  napi_async_cleanup_hook_handle cleanup_hook_ = nullptr;
+  std::shared_ptr<Channel> self_;
+};
+
+// The JS object: new GrpcChannel(host, port, authority, [connectTimeoutMs, keepAliveMs, maxMessageBytes], onEvents).
+class GrpcChannelWrap : public Napi::ObjectWrap<GrpcChannelWrap> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "GrpcChannel",
+                       {InstanceMethod<&GrpcChannelWrap::Start>("start"), InstanceMethod<&GrpcChannelWrap::Send>("send"),
+                        InstanceMethod<&GrpcChannelWrap::Cancel>("cancel"),
+                        InstanceMethod<&GrpcChannelWrap::Close>("close")});
+  }
+
+  explicit GrpcChannelWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<GrpcChannelWrap>(info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 5 || !info[0].IsString() || !info[1].IsNumber() || !info[2].IsString() || !info[3].IsArray() ||
+        !info[4].IsFunction())
+      throw Napi::TypeError::New(env, "new GrpcChannel(host, port, authority, settings, onEvents)");
+    Napi::Array list = info[3].As<Napi::Array>();
+    Settings settings;
+    settings.connect_timeout_ms = static_cast<uint64_t>(list.Get(0u).As<Napi::Number>().DoubleValue());
+    settings.keep_alive_ms = static_cast<uint64_t>(list.Get(1u).As<Napi::Number>().DoubleValue());
+    settings.max_message_bytes = static_cast<size_t>(list.Get(2u).As<Napi::Number>().DoubleValue());
+    channel_ = std::make_shared<Channel>(env, info[0].As<Napi::String>().Utf8Value(),
+                                         info[1].As<Napi::Number>().Int32Value(),
+                                         info[2].As<Napi::String>().Utf8Value(), settings,
+                                         info[4].As<Napi::Function>());
+    channel_->Hold(channel_);
+  }
+
+  ~GrpcChannelWrap() override {
+    if (channel_ != nullptr) channel_->Abandon();
+  }
+
+ private:
+  // A message's bytes (never null, even for an empty message: null means none).
+  static bool Bytes(Napi::Value value, const uint8_t** data, size_t* size) {
+    if (!value.IsTypedArray()) return false;
+    Napi::TypedArray array = value.As<Napi::TypedArray>();
+    if (array.TypedArrayType() != napi_uint8_array) return false;
+    Napi::Uint8Array bytes = value.As<Napi::Uint8Array>();
+    static const uint8_t kEmpty = 0;
+    *data = bytes.ByteLength() == 0 ? &kEmpty : bytes.Data();
+    *size = bytes.ByteLength();
+    return true;
+  }
+
+  // start(path, timeout | undefined, headers: string[], message | undefined, last) → id
+  Napi::Value Start(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (channel_->closed()) throw Napi::Error::New(env, "the channel is closed");
+    if (info.Length() < 5 || !info[0].IsString() || !info[2].IsArray())
+      throw Napi::TypeError::New(env, "start(path, timeout, headers, message, last)");
+    std::string timeout = info[1].IsString() ? info[1].As<Napi::String>().Utf8Value() : std::string();
+    Napi::Array list = info[2].As<Napi::Array>();
+    std::vector<std::string> headers;
+    headers.reserve(list.Length());
+    for (uint32_t i = 0; i < list.Length(); ++i) headers.push_back(list.Get(i).As<Napi::String>().Utf8Value());
+    const uint8_t* data = nullptr;
+    size_t size = 0;
+    if (!info[3].IsUndefined() && !Bytes(info[3], &data, &size))
+      throw Napi::TypeError::New(env, "start: the message must be a Uint8Array");
+    const uint32_t id = channel_->Start(info[0].As<Napi::String>().Utf8Value(), std::move(timeout), std::move(headers),
+                                        data, size, info[4].ToBoolean().Value());
+    return Napi::Number::New(env, id);
+  }
+
+  // send(id, message | undefined, last)
+  Napi::Value Send(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    const uint8_t* data = nullptr;
+    size_t size = 0;
+    if (info.Length() < 3 || !info[0].IsNumber() || (!info[1].IsUndefined() && !Bytes(info[1], &data, &size)))
+      throw Napi::TypeError::New(env, "send(id, message, last)");
+    channel_->Send(info[0].As<Napi::Number>().Uint32Value(), data, size, info[2].ToBoolean().Value());
+    return env.Undefined();
+  }
+
+  Napi::Value Cancel(const Napi::CallbackInfo& info) {
+    if (info.Length() < 1 || !info[0].IsNumber()) throw Napi::TypeError::New(info.Env(), "cancel(id)");
+    channel_->Cancel(info[0].As<Napi::Number>().Uint32Value());
+    return info.Env().Undefined();
+  }
+
+  Napi::Value Close(const Napi::CallbackInfo& info) {
+    channel_->Close();
+    return info.Env().Undefined();
+  }
+
+  std::shared_ptr<Channel> channel_;
+};
+
+}  // namespace
+
+void RegisterGrpcChannel(Napi::Env env, Napi::Object exports) {
+  if (Nghttp2() == nullptr) return;
+  exports.Set("GrpcChannel", GrpcChannelWrap::Define(env));
+}
+
+#else
+
+void RegisterGrpcChannel(Napi::Env, Napi::Object) {}
+
+#endif
+
+}  // namespace tsn
