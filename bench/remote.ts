@@ -51,6 +51,8 @@ const { values: args } = parseArgs({
     tritonclient: { type: 'string' },
     'in-process': { type: 'boolean', default: false },
     'server-pid': { type: 'string' },
+    /** The gRPC client's transport (the client option): auto, native or js. */
+    transport: { type: 'string', default: 'auto' },
     json: { type: 'string' },
   },
 });
@@ -199,7 +201,7 @@ if (args.grpc === undefined && args.http === undefined) {
 const clients: Partial<Record<'grpc' | 'http', Client>> = {};
 for (const protocol of protocols) {
   const url = endpoints[protocol];
-  if (url !== undefined) clients[protocol] = await Client.connect(`${protocol}://${url}`);
+  if (url !== undefined) clients[protocol] = await Client.connect(`${protocol}://${url}`, protocol === 'grpc' ? { transport: args.transport as 'auto' | 'native' | 'js' } : {});
 }
 
 interface Row {
@@ -218,7 +220,8 @@ const fmt = (m: Measure | undefined): string => (m === undefined ? '–' : `${Ma
 const ratio = (a: Measure | undefined, b: Measure | undefined): string => (a === undefined || b === undefined ? '–' : (a.throughput / b.throughput).toFixed(2));
 
 console.log(`model ${model}, FP32 [1, size], window ${windowMs} ms, medians of ${rounds} alternating rounds; infer/s`);
-console.log(`endpoints: ${JSON.stringify(endpoints)}${own ? ' (serveKServe in this process)' : ''}; in-process library: ${inProcessServer?.library.path ?? '–'}\n`);
+console.log(`endpoints: ${JSON.stringify(endpoints)}${own ? ' (serveKServe in this process)' : ''}; in-process library: ${inProcessServer?.library.path ?? '–'}`);
+console.log(`this client's transport: gRPC ${clients.grpc?.transport ?? '–'}, HTTP ${clients.http?.transport ?? '–'}\n`);
 console.log('| protocol | shape | C | this client | perf_analyzer | tritonclient (Python) | in-process | client / perf_analyzer | client / tritonclient | remote / in-process | p99 µs: client / perf_analyzer / tritonclient | client CPU µs/call: this / perf_analyzer / tritonclient | server CPU µs/call: this / perf_analyzer / tritonclient |');
 console.log('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|');
 try {
@@ -275,7 +278,8 @@ try {
       }
     }
   }
-  if (args.json !== undefined) await writeFile(args.json, `${JSON.stringify({ model, windowMs, rounds, endpoints, rows }, null, 2)}\n`);
+  const transport = { grpc: clients.grpc?.transport, http: clients.http?.transport };
+  if (args.json !== undefined) await writeFile(args.json, `${JSON.stringify({ model, windowMs, rounds, endpoints, transport, rows }, null, 2)}\n`);
 } finally {
   for (const client of Object.values(clients)) await client?.close();
   if (own !== undefined) await own.frontends.close();

@@ -107,7 +107,7 @@ struct Connection {
   nghttp2_session* session = nullptr;
   bool connected = false;
   bool broken = false;
-  bool goaway = false;
+  bool goaway = false;  // the server sent GOAWAY
   bool ping_outstanding = false;
   std::string why;  // what broke it
   int holds = 1;  // the TCP handle, and a name resolution while one runs
@@ -397,6 +397,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
         }
         return 0;
       case NGHTTP2_GOAWAY:
+        conn->goaway = true;
         self->Retire(conn);  // its open calls go on; nghttp2 refuses those the server did not take
         return 0;
       case NGHTTP2_HEADERS:
@@ -673,7 +674,9 @@ class Channel : public std::enable_shared_from_this<Channel> {
     }
     // nghttp2 is done with the session (a GOAWAY both ways, an error sent).
     if (!h2_.session_want_read(conn->session) && !h2_.session_want_write(conn->session))
-      Break(conn, "the server ended the connection", true);
+      Break(conn, conn->goaway ? "the server ended the connection (GOAWAY)"
+                               : "an HTTP/2 protocol error (does the server speak gRPC over HTTP/2?)",
+            true);
     Settle();
   }
 
@@ -696,7 +699,6 @@ class Channel : public std::enable_shared_from_this<Channel> {
 
   // No new call goes on this connection; it ends with its last call.
   void Retire(Connection* conn) {
-    conn->goaway = true;
     if (conn == conn_) {
       conn_ = nullptr;
       uv_timer_stop(&deadline_);

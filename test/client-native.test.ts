@@ -1,0 +1,221 @@
+/**
+ * The client's native gRPC transport (native/client/grpc-channel.cc) against
+ * servers that misbehave: what the network may make it hold is bounded
+ * (message sizes, headers), protocol faults end calls with clear errors,
+ * GOAWAY moves new calls to a new connection, the server's stream limit
+ * queues calls rather than failing them, and a client left open neither
+ * keeps its process alive nor crashes a worker that ends under it.
+ */
+import { execFile } from 'node:child_process';
+import http2, { type ServerHttp2Stream } from 'node:http2';
+import { createServer as createNetServer, type Socket } from 'node:net';
+import { resolve } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Server } from '../lib/index.js';
+import { Client } from '../lib/client/index.js';
+import { serveKServe, type KServeFrontends } from '../lib/kserve/index.js';
+import { loadInferenceMessages } from '../lib/kserve/proto.js';
+import { REPO_ROOT, rejection, startServer } from './helpers.js';
+
+const run = promisify(execFile);
+const messages = await loadInferenceMessages('test');
+const small = { INPUT0: { shape: [1, 2], data: new Float32Array([1, 2]) } };
+
+let server: Server;
+let frontends: KServeFrontends;
+
+beforeAll(async () => {
+  server = await startServer();
+  for (const name of ['identity_fp32', 'slow']) await server.loadModel(name);
+  frontends = await serveKServe(server, { grpc: { port: 0 } });
+});
+
+afterAll(async () => {
+  await frontends?.close();
+  await server?.stop();
+});
+
+function grpcFrame(body: Uint8Array, flag = 0): Buffer {
+  const frame = Buffer.alloc(5 + body.length);
+  frame[0] = flag;
+  frame.writeUInt32BE(body.length, 1);
+  frame.set(body, 5);
+  return frame;
+}
+
+/** Answers the health checks properly; every other method is `misbehave`'s. */
+async function h2Server(misbehave: (stream: ServerHttp2Stream, method: string) => void): Promise<{ port: number; sessions: () => number; close(): Promise<void> }> {
+  const h2 = http2.createServer();
+  const open = new Set<http2.ServerHttp2Session>();
+  let sessions = 0;
+  h2.on('session', (session) => {
+    sessions++;
+    open.add(session);
+    session.once('close', () => open.delete(session));
+  });
+  h2.on('stream', (stream, headers) => {
+    const method = String(headers[':path']).split('/').pop()!;
+    stream.on('error', () => undefined);
+    stream.on('data', () => {});
+    stream.on('end', () => {
+      if (method === 'ServerLive' || method === 'ServerReady') {
+        const body = messages[method]!.responseSerialize(method === 'ServerReady' ? { ready: true } : { live: true });
+        stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
+        stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
+        stream.end(grpcFrame(body));
+        return;
+      }
+      misbehave(stream, method);
+    });
+  });
+  await new Promise<void>((done) => h2.listen(0, '127.0.0.1', done));
+  return {
+    port: (h2.address() as { port: number }).port,
+    sessions: () => sessions,
+    // Node's server waits for a session it sent GOAWAY on, even once its peer has gone.
+    close: () => {
+      for (const session of open) session.destroy();
+      return new Promise<void>((done) => h2.close(() => done()));
+    },
+  };
+}
+
+async function nativeClient(port: number, options: Parameters<typeof Client.connect>[1] = {}): Promise<Client> {
+  const client = await Client.connect(`grpc://127.0.0.1:${port}`, { transport: 'native', retry: { attempts: 1 }, ...options });
+  expect(client.transport).toBe('native');
+  return client;
+}
+
+describe('the native gRPC transport against a misbehaving server', () => {
+  it('refuses a response message announced past maxMessageBytes before reading it, and the connection serves the next call', async () => {
+    const h2 = await h2Server((stream) => {
+      stream.respond({ ':status': 200, 'content-type': 'application/grpc' });
+      // 1 GiB announced, 5 bytes sent, and the stream left open.
+      const prefix = Buffer.alloc(5);
+      prefix.writeUInt32BE(1024 * 1024 * 1024, 1);
+      stream.write(Buffer.concat([prefix, Buffer.from('abcde')]));
+    });
+    const client = await nativeClient(h2.port, { maxMessageBytes: 1024 * 1024 });
+    try {
+      const error = await rejection(client.metadata({ timeoutMs: 5000 }));
+      // RESOURCE_EXHAUSTED, which the client reports as the caller's to fix.
+      expect(error.code).toBe('INVALID_ARG');
+      expect(error.message).toContain('larger than maxMessageBytes (1048576)');
+      expect(await client.live()).toBe(true);
+      expect(h2.sessions()).toBe(1);
+    } finally {
+      await client.close();
+      await h2.close();
+    }
+  });
+
+  it('ends a call whose response has more headers than the limit with INTERNAL', async () => {
+    const h2 = await h2Server((stream) => {
+      const headers: Record<string, string> = { ':status': '200', 'content-type': 'application/grpc' };
+      for (let i = 0; i < 200; i++) headers[`x-filler-${i}`] = 'x';
+      stream.respond(headers, { endStream: false });
+    });
+    const client = await nativeClient(h2.port);
+    try {
+      const error = await rejection(client.metadata({ timeoutMs: 5000 }));
+      expect(error.code).toBe('INTERNAL');
+      expect(error.message).toContain("the response's headers are past the client's limit");
+    } finally {
+      await client.close();
+      await h2.close();
+    }
+  });
+
+  it('reads a status sent with the headers alone (trailers-only) and an HTTP error without a gRPC status', async () => {
+    const h2 = await h2Server((stream, method) => {
+      if (method === 'ServerMetadata') stream.respond({ ':status': 200, 'content-type': 'application/grpc', 'grpc-status': '5', 'grpc-message': 'no%20such%20thing' }, { endStream: true });
+      else stream.respond({ ':status': 503 }, { endStream: true });
+    });
+    const client = await nativeClient(h2.port);
+    try {
+      const missing = await rejection(client.metadata());
+      expect(missing.code).toBe('NOT_FOUND');
+      expect(missing.message).toContain('no such thing');
+      const unavailable = await rejection(client.model('x').metadata());
+      expect(unavailable.code).toBe('UNAVAILABLE');
+      expect(unavailable.message).toContain('HTTP 503 from a gRPC endpoint');
+    } finally {
+      await client.close();
+      await h2.close();
+    }
+  });
+
+  it('fails the calls of a connection that does not speak HTTP/2 with UNAVAILABLE', async () => {
+    const sockets = new Set<Socket>();
+    const tcp = createNetServer((socket) => {
+      sockets.add(socket);
+      socket.on('error', () => undefined);
+      socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
+    });
+    await new Promise<void>((done) => tcp.listen(0, '127.0.0.1', done));
+    try {
+      const error = await rejection(Client.connect(`grpc://127.0.0.1:${(tcp.address() as { port: number }).port}`, { transport: 'native', connectTimeoutMs: 1000 }));
+      expect(error.code).toBe('UNAVAILABLE');
+      expect(error.message).toMatch(/HTTP\/2 protocol error|the server closed the connection/);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((done) => tcp.close(() => done()));
+    }
+  });
+
+  it('after a GOAWAY, new calls go on a new connection and every call is answered', async () => {
+    let calls = 0;
+    const h2 = await h2Server((stream) => {
+      calls++;
+      const body = messages.ServerMetadata!.responseSerialize({ name: 'goaway', version: String(calls), extensions: [] });
+      stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
+      stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
+      stream.end(grpcFrame(body));
+      // Every third call, the server says it takes no more on this connection.
+      if (calls % 3 === 0) stream.session?.goaway();
+    });
+    const client = await nativeClient(h2.port);
+    try {
+      for (let i = 1; i <= 9; i++) expect((await client.metadata()).version).toBe(String(i));
+      expect(h2.sessions()).toBeGreaterThanOrEqual(3);
+    } finally {
+      await client.close();
+      await h2.close();
+    }
+  });
+});
+
+describe('the native gRPC transport against serveKServe', () => {
+  it('queues calls past the server’s concurrent stream limit (1000) and answers all 1500', async () => {
+    const client = await nativeClient(frontends.grpc!.port);
+    try {
+      const model = client.model('identity_fp32');
+      const responses = await Promise.all(Array.from({ length: 1500 }, (_, i) => model.infer({ inputs: { INPUT0: { shape: [1, 1], data: new Float32Array([i]) } } })));
+      expect(responses.map((r) => (r.outputs.OUTPUT0!.data as Float32Array)[0])).toEqual(Array.from({ length: 1500 }, (_, i) => i));
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('a client never closed lets its process exit; a worker ended with a call in flight leaves the process well', async () => {
+    const port = frontends.grpc!.port;
+    const lib = JSON.stringify(resolve(REPO_ROOT, 'lib/client/index.ts'));
+    const runTs = JSON.stringify(resolve(REPO_ROOT, 'test/fixtures/run-ts.mjs'));
+    const fixture = JSON.stringify(resolve(REPO_ROOT, 'test/fixtures/client-worker.ts'));
+    const script = `
+      import { Worker } from 'node:worker_threads';
+      const { Client } = await import(${lib});
+      const client = await Client.connect('grpc://127.0.0.1:${port}', { transport: 'native' });
+      const out = await client.model('identity_fp32').infer({ inputs: { INPUT0: { shape: [1, 2], data: new Float32Array([3, 4]) } } });
+      const worker = new Worker(${runTs}, { execArgv: [], workerData: { module: ${fixture}, target: 'grpc://127.0.0.1:${port}' } });
+      const workerTransport = await new Promise((done, fail) => { worker.once('message', done); worker.once('error', fail); });
+      await worker.terminate();
+      const again = await client.live();
+      process.stdout.write(JSON.stringify({ out: Array.from(out.outputs.OUTPUT0.data), workerTransport, again }));
+      // No close(): the process must end by itself.
+    `;
+    const { stdout } = await run(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: REPO_ROOT, timeout: 30_000 });
+    expect(JSON.parse(stdout)).toEqual({ out: [3, 4], workerTransport: 'native', again: true });
+  });
+});
