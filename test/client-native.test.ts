@@ -20,7 +20,6 @@ import { REPO_ROOT, rejection, startServer } from './helpers.js';
 
 const run = promisify(execFile);
 const messages = await loadInferenceMessages('test');
-const small = { INPUT0: { shape: [1, 2], data: new Float32Array([1, 2]) } };
 
 let server: Server;
 let frontends: KServeFrontends;
