@@ -783,7 +783,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
   // ---- events to JS ----
 
   void ScheduleDispatch() {
-    if (!events_.empty() && !in_dispatch_ && !abandoned_) uv_timer_start(&dispatch_, OnDispatchTimer, 0, 0);
+    if (!events_.empty() && !in_dispatch_ && !torn_down_) uv_timer_start(&dispatch_, OnDispatchTimer, 0, 0);
   }
 
   static void OnDispatchTimer(uv_timer_t* timer) {
@@ -816,11 +816,14 @@ class Channel : public std::enable_shared_from_this<Channel> {
       in_dispatch_ = true;
       Napi::Function callback = on_events_.Value();
       if (!callback.IsEmpty()) {
-        try {
-          callback.MakeCallback(env_.Global(), args, context_);
-        } catch (const Napi::Error& error) {
-          napi_fatal_exception(env_, error.Value());
-        }
+        // Raw Node-API: nothing may be thrown from here, and a worker being
+        // ended refuses the call (napi_cannot_run_js), which is no error.
+        napi_value result = nullptr;
+        const napi_status status = napi_make_callback(env_, context_, env_.Global(), callback, args.size(),
+                                                      args.data(), &result);
+        napi_value error = nullptr;
+        if (status == napi_pending_exception && napi_get_and_clear_last_exception(env_, &error) == napi_ok)
+          napi_fatal_exception(env_, error);
       }
       in_dispatch_ = false;
     }
