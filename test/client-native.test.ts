@@ -197,6 +197,18 @@ describe('the native gRPC transport against serveKServe', () => {
     }
   });
 
+  it('refuses a call whose headers pass what an HTTP/2 header block holds, and goes on', async () => {
+    const client = await nativeClient(frontends.grpc!.port);
+    try {
+      const error = await rejection(client.live({ headers: { 'x-big': 'y'.repeat(100_000) } }));
+      expect(error.code).toBe('INVALID_ARG');
+      expect(error.message).toContain('more than an HTTP/2 header block holds (64 KiB)');
+      expect(await client.live()).toBe(true);
+    } finally {
+      await client.close();
+    }
+  });
+
   it('a client never closed lets its process exit; a worker ended with a call in flight leaves the process well', async () => {
     const port = frontends.grpc!.port;
     const lib = JSON.stringify(resolve(REPO_ROOT, 'lib/client/index.ts'));

@@ -44,6 +44,7 @@ constexpr uint64_t kPingTimeoutMs = 20000;
 
 // gRPC status codes this file sets itself.
 constexpr int kStatusUnknown = 2;
+constexpr int kStatusInvalidArgument = 3;
 constexpr int kStatusResourceExhausted = 8;
 constexpr int kStatusInternal = 13;
 constexpr int kStatusUnavailable = 14;
@@ -152,6 +153,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
     h2_.session_callbacks_set_on_frame_recv_callback(callbacks_, OnFrame);
     h2_.session_callbacks_set_on_data_chunk_recv_callback(callbacks_, OnData);
     h2_.session_callbacks_set_on_stream_close_callback(callbacks_, OnStreamClose);
+    h2_.session_callbacks_set_on_frame_not_send_callback(callbacks_, OnFrameNotSent);
   }
 
   ~Channel() {
@@ -497,6 +499,20 @@ class Channel : public std::enable_shared_from_this<Channel> {
     }
   }
 
+  // A request nghttp2 would not send (its headers past the 64 KiB a header
+  // block may have): the stream never opened, so no close comes for it.
+  static int OnFrameNotSent(nghttp2_session*, const nghttp2_frame* frame, int error, void* user) {
+    Connection* conn = ConnOf(user);
+    Channel* self = conn->channel;
+    if (frame->hd.type != NGHTTP2_HEADERS) return 0;
+    if (Call* call = self->StreamCall(conn, frame->hd.stream_id))
+      self->End(call, kStatusInvalidArgument,
+                "could not send the call's headers (nghttp2 " + std::to_string(error) +
+                    "): more than an HTTP/2 header block holds (64 KiB)",
+                kNoFault);
+    return 0;
+  }
+
   static int OnStreamClose(nghttp2_session*, int32_t stream_id, uint32_t error_code, void* user) {
     Connection* conn = ConnOf(user);
     Channel* self = conn->channel;
@@ -693,8 +709,12 @@ class Channel : public std::enable_shared_from_this<Channel> {
 
   // Writes now, or after the events being delivered (JS may start more calls from them).
   void FlushSoon(Connection* conn) {
-    if (in_dispatch_) flush_after_dispatch_ = true;
-    else Flush(conn);
+    if (in_dispatch_) {
+      flush_after_dispatch_ = true;
+      return;
+    }
+    Flush(conn);
+    ScheduleDispatch();  // calls the write ended (refused headers, a broken connection), from JS's call
   }
 
   // No new call goes on this connection; it ends with its last call.

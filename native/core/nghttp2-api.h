@@ -25,6 +25,7 @@ namespace tsn {
   X(session_callbacks_set_on_data_chunk_recv_callback)  \
   X(session_callbacks_set_on_stream_close_callback)     \
   X(session_callbacks_set_on_frame_send_callback)       \
+  X(session_callbacks_set_on_frame_not_send_callback)   \
   X(option_new)                                         \
   X(option_del)                                         \
   X(option_set_no_auto_window_update)                   \
