@@ -9,23 +9,12 @@
  */
 import { createServer, type Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
+import { random } from '../bench/chaos-workload.js';
 import { NativeGrpcConnection, nativeGrpcChannelClass } from '../lib/client/native-grpc.js';
 import { FLAG, FRAME, frame, grpcMessage, hpackLiteral, settingsFrame } from './h2-frames.js';
 
 const CASES = 1000;
 const PATH = '/inference.GRPCInferenceService/ServerLive';
-
-/** mulberry32: the same cases on every machine. */
-function random(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** A proper answer to stream `s`: headers, a ServerLiveResponse { live: true }, trailers. */
 function answer(s: number): Buffer[] {

@@ -16,6 +16,7 @@ import type { Server } from '../lib/index.js';
 import { Client } from '../lib/client/index.js';
 import { serveKServe, type KServeFrontends } from '../lib/kserve/index.js';
 import { loadInferenceMessages } from '../lib/kserve/proto.js';
+import { grpcMessage } from './h2-frames.js';
 import { REPO_ROOT, rejection, startServer } from './helpers.js';
 
 const run = promisify(execFile);
@@ -34,14 +35,6 @@ afterAll(async () => {
   await frontends?.close();
   await server?.stop();
 });
-
-function grpcFrame(body: Uint8Array, flag = 0): Buffer {
-  const frame = Buffer.alloc(5 + body.length);
-  frame[0] = flag;
-  frame.writeUInt32BE(body.length, 1);
-  frame.set(body, 5);
-  return frame;
-}
 
 /** Answers the health checks properly; every other method is `misbehave`'s. */
 async function h2Server(misbehave: (stream: ServerHttp2Stream, method: string) => void): Promise<{ port: number; sessions: () => number; close(): Promise<void> }> {
@@ -62,7 +55,7 @@ async function h2Server(misbehave: (stream: ServerHttp2Stream, method: string) =
         const body = messages[method]!.responseSerialize(method === 'ServerReady' ? { ready: true } : { live: true });
         stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
         stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
-        stream.end(grpcFrame(body));
+        stream.end(grpcMessage(Buffer.from(body)));
         return;
       }
       misbehave(stream, method);
@@ -86,63 +79,74 @@ async function nativeClient(port: number, options: Parameters<typeof Client.conn
   return client;
 }
 
+/** Runs `body` with a native client of a server that misbehaves as told; closes both. */
+async function against(
+  misbehave: (stream: ServerHttp2Stream, method: string) => void,
+  body: (client: Client, server: { sessions: () => number }) => Promise<void>,
+  options: Parameters<typeof Client.connect>[1] = {},
+): Promise<void> {
+  const h2 = await h2Server(misbehave);
+  const client = await nativeClient(h2.port, options);
+  try {
+    await body(client, h2);
+  } finally {
+    await client.close();
+    await h2.close();
+  }
+}
+
 describe('the native gRPC transport against a misbehaving server', () => {
   it('refuses a response message announced past maxMessageBytes before reading it, and the connection serves the next call', async () => {
-    const h2 = await h2Server((stream) => {
-      stream.respond({ ':status': 200, 'content-type': 'application/grpc' });
-      // 1 GiB announced, 5 bytes sent, and the stream left open.
-      const prefix = Buffer.alloc(5);
-      prefix.writeUInt32BE(1024 * 1024 * 1024, 1);
-      stream.write(Buffer.concat([prefix, Buffer.from('abcde')]));
-    });
-    const client = await nativeClient(h2.port, { maxMessageBytes: 1024 * 1024 });
-    try {
-      const error = await rejection(client.metadata({ timeoutMs: 5000 }));
-      // RESOURCE_EXHAUSTED, which the client reports as the caller's to fix.
-      expect(error.code).toBe('INVALID_ARG');
-      expect(error.message).toContain('larger than maxMessageBytes (1048576)');
-      expect(await client.live()).toBe(true);
-      expect(h2.sessions()).toBe(1);
-    } finally {
-      await client.close();
-      await h2.close();
-    }
+    await against(
+      (stream) => {
+        stream.respond({ ':status': 200, 'content-type': 'application/grpc' });
+        // 1 GiB announced, 5 bytes sent, and the stream left open.
+        const prefix = Buffer.alloc(5);
+        prefix.writeUInt32BE(1024 * 1024 * 1024, 1);
+        stream.write(Buffer.concat([prefix, Buffer.from('abcde')]));
+      },
+      async (client, server) => {
+        const error = await rejection(client.metadata({ timeoutMs: 5000 }));
+        // RESOURCE_EXHAUSTED, which the client reports as the caller's to fix.
+        expect(error.code).toBe('INVALID_ARG');
+        expect(error.message).toContain('larger than maxMessageBytes (1048576)');
+        expect(await client.live()).toBe(true);
+        expect(server.sessions()).toBe(1);
+      },
+      { maxMessageBytes: 1024 * 1024 },
+    );
   });
 
   it('ends a call whose response has more headers than the limit with INTERNAL', async () => {
-    const h2 = await h2Server((stream) => {
-      const headers: Record<string, string> = { ':status': '200', 'content-type': 'application/grpc' };
-      for (let i = 0; i < 200; i++) headers[`x-filler-${i}`] = 'x';
-      stream.respond(headers, { endStream: false });
-    });
-    const client = await nativeClient(h2.port);
-    try {
-      const error = await rejection(client.metadata({ timeoutMs: 5000 }));
-      expect(error.code).toBe('INTERNAL');
-      expect(error.message).toContain("the response's headers are past the client's limit");
-    } finally {
-      await client.close();
-      await h2.close();
-    }
+    await against(
+      (stream) => {
+        const headers: Record<string, string> = { ':status': '200', 'content-type': 'application/grpc' };
+        for (let i = 0; i < 200; i++) headers[`x-filler-${i}`] = 'x';
+        stream.respond(headers, { endStream: false });
+      },
+      async (client) => {
+        const error = await rejection(client.metadata({ timeoutMs: 5000 }));
+        expect(error.code).toBe('INTERNAL');
+        expect(error.message).toContain("the response's headers are past the client's limit");
+      },
+    );
   });
 
   it('reads a status sent with the headers alone (trailers-only) and an HTTP error without a gRPC status', async () => {
-    const h2 = await h2Server((stream, method) => {
-      if (method === 'ServerMetadata') stream.respond({ ':status': 200, 'content-type': 'application/grpc', 'grpc-status': '5', 'grpc-message': 'no%20such%20thing' }, { endStream: true });
-      else stream.respond({ ':status': 503 }, { endStream: true });
-    });
-    const client = await nativeClient(h2.port);
-    try {
-      const missing = await rejection(client.metadata());
-      expect(missing.code).toBe('NOT_FOUND');
-      expect(missing.message).toContain('no such thing');
-      const unavailable = await rejection(client.model('x').metadata());
-      expect(unavailable.code).toBe('UNAVAILABLE');
-      expect(unavailable.message).toContain('HTTP 503 from a gRPC endpoint');
-    } finally {
-      await client.close();
-      await h2.close();
-    }
+    await against(
+      (stream, method) => {
+        if (method === 'ServerMetadata') stream.respond({ ':status': 200, 'content-type': 'application/grpc', 'grpc-status': '5', 'grpc-message': 'no%20such%20thing' }, { endStream: true });
+        else stream.respond({ ':status': 503 }, { endStream: true });
+      },
+      async (client) => {
+        const missing = await rejection(client.metadata());
+        expect(missing.code).toBe('NOT_FOUND');
+        expect(missing.message).toContain('no such thing');
+        const unavailable = await rejection(client.model('x').metadata());
+        expect(unavailable.code).toBe('UNAVAILABLE');
+        expect(unavailable.message).toContain('HTTP 503 from a gRPC endpoint');
+      },
+    );
   });
 
   it('fails the calls of a connection that does not speak HTTP/2 with UNAVAILABLE', async () => {
@@ -165,23 +169,21 @@ describe('the native gRPC transport against a misbehaving server', () => {
 
   it('after a GOAWAY, new calls go on a new connection and every call is answered', async () => {
     let calls = 0;
-    const h2 = await h2Server((stream) => {
-      calls++;
-      const body = messages.ServerMetadata!.responseSerialize({ name: 'goaway', version: String(calls), extensions: [] });
-      stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
-      stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
-      stream.end(grpcFrame(body));
-      // Every third call, the server says it takes no more on this connection.
-      if (calls % 3 === 0) stream.session?.goaway();
-    });
-    const client = await nativeClient(h2.port);
-    try {
-      for (let i = 1; i <= 9; i++) expect((await client.metadata()).version).toBe(String(i));
-      expect(h2.sessions()).toBeGreaterThanOrEqual(3);
-    } finally {
-      await client.close();
-      await h2.close();
-    }
+    await against(
+      (stream) => {
+        calls++;
+        const body = messages.ServerMetadata!.responseSerialize({ name: 'goaway', version: String(calls), extensions: [] });
+        stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
+        stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
+        stream.end(grpcMessage(Buffer.from(body)));
+        // Every third call, the server says it takes no more on this connection.
+        if (calls % 3 === 0) stream.session?.goaway();
+      },
+      async (client, server) => {
+        for (let i = 1; i <= 9; i++) expect((await client.metadata()).version).toBe(String(i));
+        expect(server.sessions()).toBeGreaterThanOrEqual(3);
+      },
+    );
   });
 });
 

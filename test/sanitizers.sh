@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The native front ends', the client's native transport's and the inference engine's tests again, against an
-# AddressSanitizer + UndefinedBehaviorSanitizer build of the addon and of the
-# test core (part of `npm test`, after the suite). Any report fails it.
+# The tests of the native front ends, the client's native transport and the
+# inference engine again, against an AddressSanitizer + UndefinedBehaviorSanitizer
+# build of the addon and of the test core (part of `npm test`, after the
+# suite). Any report fails it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=build/sanitized

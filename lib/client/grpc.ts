@@ -138,11 +138,15 @@ export async function grpcTransports(options: ResolvedClientOptions, tls: boolea
 /** The addon's channel class where `transport` asks for it and it can serve these options. */
 function nativeChannel(options: ResolvedClientOptions, tls: boolean): NativeGrpcChannelClass | undefined {
   if (options.transport === 'js') return undefined;
+  const auto = options.transport === 'auto';
   const lacking = tls ? 'TLS' : options.compression !== 'none' ? 'compression' : undefined;
-  const found = lacking === undefined ? nativeGrpcChannelClass() : lacking;
+  if (lacking !== undefined) {
+    if (auto) return undefined;
+    throw new TritonError('INVALID_ARG', `transport 'native' does not do ${lacking} yet: use transport 'js' or 'auto'`);
+  }
+  const found = nativeGrpcChannelClass();
   if (typeof found !== 'string') return found;
-  if (options.transport === 'auto') return undefined;
-  if (lacking !== undefined) throw new TritonError('INVALID_ARG', `transport 'native' does not do ${lacking} yet: use transport 'js' or 'auto'`);
+  if (auto) return undefined;
   throw new TritonError('UNAVAILABLE', `transport 'native' is not available here: ${found}`);
 }
 

@@ -60,8 +60,8 @@ export const clientOptionsSchema = z.strictObject({
   keepAliveMs: z.number().int().positive().default(300_000),
   /**
    * gRPC only: who makes the calls. `'native'`: the addon, with HTTP/2
-   * (nghttp2) on this thread's event loop, about twice the calls per CPU
-   * second of `'js'`; not yet with TLS or compression. `'js'`: `node:http2`.
+   * (nghttp2) on this thread's event loop, a third of `'js'`'s CPU per
+   * small call; not yet with TLS or compression. `'js'`: `node:http2`.
    * `'auto'` (the default): native where the addon loads and the options ask
    * for nothing it lacks, else js. `client.transport` says which it is.
    */

@@ -117,13 +117,15 @@ struct Connection {
 };
 
 struct Write {
-  uv_write_t req{};
+  uv_write_t req{};  // its data: this Write
+  Connection* conn = nullptr;
   std::string bytes;
 };
 
 struct Resolve {
-  uv_getaddrinfo_t req{};
+  uv_getaddrinfo_t req{};  // its data: this Resolve
   Connection* conn = nullptr;
+  bool synchronous = false;  // failed inside uv_getaddrinfo: the call from JS delivers the events
 };
 
 Connection* ConnOf(void* user) { return static_cast<Connection*>(user); }
@@ -167,6 +169,9 @@ class Channel : public std::enable_shared_from_this<Channel> {
   }
 
   // `data` null: no message (a stream's first comes with send()).
+  // The calls from JS (Start, Send, Cancel) may end calls (a write that
+  // failed, headers nghttp2 refused): their events go out from a zero
+  // timer, never from inside JS's call.
   uint32_t Start(std::string path, std::string timeout, std::vector<std::string> headers, const uint8_t* data,
                  size_t size, bool last) {
     auto call = std::make_unique<Call>();
@@ -180,6 +185,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
     if (calls_.empty()) on_events_.Ref();
     calls_.emplace(raw->id, std::move(call));
     Place(raw);
+    ScheduleDispatch();
     return raw->id;
   }
 
@@ -190,6 +196,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
     if (call->stream_id > 0 && call->conn->session != nullptr)
       h2_.session_resume_data(call->conn->session, call->stream_id);
     FlushSoon(call->conn);
+    ScheduleDispatch();
   }
 
   // JS ends the call itself (CANCELLED): no event comes for it.
@@ -201,6 +208,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
       h2_.submit_rst_stream(conn->session, NGHTTP2_FLAG_NONE, call->stream_id, NGHTTP2_CANCEL);
     Forget(call);
     FlushSoon(conn);
+    ScheduleDispatch();
   }
 
   // Takes no new call; the connections go once the calls in flight are over.
@@ -253,7 +261,6 @@ class Channel : public std::enable_shared_from_this<Channel> {
     call->conn = conn;
     if (conn->broken) {  // failed at once (no such host, no route)
       End(call, kStatusUnavailable, conn->why, kNotSent);
-      ScheduleDispatch();
       return;
     }
     if (conn->connected) Submit(conn, call);
@@ -329,7 +336,6 @@ class Channel : public std::enable_shared_from_this<Channel> {
       events_.push_back(Event{call->id, kEnd, nullptr, kStatusInternal,
                               "could not start the call (nghttp2 " + std::to_string(stream_id) + ")", kNoFault});
       Forget(call);
-      ScheduleDispatch();
       return;
     }
     call->stream_id = stream_id;
@@ -557,18 +563,18 @@ class Channel : public std::enable_shared_from_this<Channel> {
     const std::string port = std::to_string(port_);
     const int rc = uv_getaddrinfo(loop_, &resolve->req, OnResolved, host_.c_str(), port.c_str(), &hints);
     if (rc != 0) {
-      resolve->req.data = nullptr;
+      resolve->synchronous = true;
       OnResolved(&resolve->req, rc, nullptr);
     }
     return conn;
   }
 
   static void OnResolved(uv_getaddrinfo_t* req, int status, addrinfo* result) {
-    auto* resolve = reinterpret_cast<Resolve*>(reinterpret_cast<char*>(req) - offsetof(Resolve, req));
+    auto* resolve = static_cast<Resolve*>(req->data);
     Connection* conn = resolve->conn;
     Channel* self = conn->channel;
     const std::shared_ptr<Channel> hold = self->shared_from_this();
-    const bool synchronous = req->data == nullptr;
+    const bool synchronous = resolve->synchronous;
     delete resolve;
     Napi::HandleScope scope(self->env_);
     if (!conn->broken) {
@@ -588,7 +594,6 @@ class Channel : public std::enable_shared_from_this<Channel> {
     const int rc = uv_tcp_connect(&conn->connect, &conn->tcp, address, OnConnected);
     if (rc != 0) {
       Break(conn, std::string("connect ") + uv_err_name(rc) + " " + Where(), false);
-      ScheduleDispatch();
     }
   }
 
@@ -678,7 +683,8 @@ class Channel : public std::enable_shared_from_this<Channel> {
       if (done < out_.size()) {
         auto* write = new Write();
         write->bytes.assign(out_, done, std::string::npos);
-        write->req.data = conn;
+        write->req.data = write;
+        write->conn = conn;
         uv_buf_t rest = uv_buf_init(write->bytes.data(), static_cast<unsigned>(write->bytes.size()));
         const int rc = uv_write(&write->req, reinterpret_cast<uv_stream_t*>(&conn->tcp), &rest, 1, OnWritten);
         if (rc != 0) {
@@ -697,8 +703,8 @@ class Channel : public std::enable_shared_from_this<Channel> {
   }
 
   static void OnWritten(uv_write_t* req, int status) {
-    auto* write = reinterpret_cast<Write*>(reinterpret_cast<char*>(req) - offsetof(Write, req));
-    Connection* conn = static_cast<Connection*>(req->data);
+    auto* write = static_cast<Write*>(req->data);
+    Connection* conn = write->conn;
     delete write;
     if (status == 0 || status == UV_ECANCELED || conn->broken) return;
     Channel* self = conn->channel;
@@ -714,7 +720,6 @@ class Channel : public std::enable_shared_from_this<Channel> {
       return;
     }
     Flush(conn);
-    ScheduleDispatch();  // calls the write ended (refused headers, a broken connection), from JS's call
   }
 
   // No new call goes on this connection; it ends with its last call.
@@ -935,13 +940,22 @@ class GrpcChannelWrap : public Napi::ObjectWrap<GrpcChannelWrap> {
     if (info.Length() < 5 || !info[0].IsString() || !info[1].IsNumber() || !info[2].IsString() || !info[3].IsArray() ||
         !info[4].IsFunction())
       throw Napi::TypeError::New(env, "new GrpcChannel(host, port, authority, settings, onEvents)");
+    // What lib/client/options.ts checked, checked again: a zero keepalive would spin the loop.
     Napi::Array list = info[3].As<Napi::Array>();
+    double values[3];
+    for (uint32_t i = 0; i < 3; ++i) {
+      Napi::Value value = list.Get(i);
+      values[i] = value.IsNumber() ? value.As<Napi::Number>().DoubleValue() : 0;
+      if (!(values[i] >= 1 && values[i] <= 9007199254740991.0))
+        throw Napi::RangeError::New(env, "GrpcChannel settings: [connectTimeoutMs, keepAliveMs, maxMessageBytes], each >= 1");
+    }
+    const double port = info[1].As<Napi::Number>().DoubleValue();
+    if (!(port >= 1 && port <= 65535)) throw Napi::RangeError::New(env, "GrpcChannel: port must be 1-65535");
     Settings settings;
-    settings.connect_timeout_ms = static_cast<uint64_t>(list.Get(0u).As<Napi::Number>().DoubleValue());
-    settings.keep_alive_ms = static_cast<uint64_t>(list.Get(1u).As<Napi::Number>().DoubleValue());
-    settings.max_message_bytes = static_cast<size_t>(list.Get(2u).As<Napi::Number>().DoubleValue());
-    channel_ = std::make_shared<Channel>(env, info[0].As<Napi::String>().Utf8Value(),
-                                         info[1].As<Napi::Number>().Int32Value(),
+    settings.connect_timeout_ms = static_cast<uint64_t>(values[0]);
+    settings.keep_alive_ms = static_cast<uint64_t>(values[1]);
+    settings.max_message_bytes = static_cast<size_t>(values[2]);
+    channel_ = std::make_shared<Channel>(env, info[0].As<Napi::String>().Utf8Value(), static_cast<int>(port),
                                          info[2].As<Napi::String>().Utf8Value(), settings,
                                          info[4].As<Napi::Function>());
     channel_->Hold(channel_);
@@ -972,6 +986,7 @@ class GrpcChannelWrap : public Napi::ObjectWrap<GrpcChannelWrap> {
       throw Napi::TypeError::New(env, "start(path, timeout, headers, message, last)");
     std::string timeout = info[1].IsString() ? info[1].As<Napi::String>().Utf8Value() : std::string();
     Napi::Array list = info[2].As<Napi::Array>();
+    if (list.Length() % 2 != 0) throw Napi::TypeError::New(env, "start: headers go as name, value pairs");
     std::vector<std::string> headers;
     headers.reserve(list.Length());
     for (uint32_t i = 0; i < list.Length(); ++i) headers.push_back(list.Get(i).As<Napi::String>().Utf8Value());
