@@ -28,3 +28,19 @@ export function loadAddonFile(): unknown {
   const load = require('node-gyp-build') as (dir: string) => unknown;
   return load(packageRoot());
 }
+
+const exportsFound = new Map<string, unknown>();
+
+/** One export of the addon, or why it is not here (the addon does not load, or lacks it: `missing`). */
+export function addonExport<T>(name: string, missing: string): T | string {
+  if (!exportsFound.has(name)) {
+    let found: unknown;
+    try {
+      found = (loadAddonFile() as Record<string, unknown>)[name] ?? missing;
+    } catch (error) {
+      found = `the addon does not load: ${(error as Error).message}`;
+    }
+    exportsFound.set(name, found);
+  }
+  return exportsFound.get(name) as T | string;
+}

@@ -207,6 +207,8 @@ export interface NativeAddon extends NativeObservability {
   liveObjects(): NativeLiveObjects;
   /** The client's native gRPC channel; absent where the addon was built without nghttp2's header. */
   readonly GrpcChannel?: NativeGrpcChannelClass;
+  /** The client's native HTTP/1.1 channel. */
+  readonly HttpChannel: NativeHttpChannelClass;
   /** glibc's malloc_trim(0); false where the C library has none. */
   trimMallocHeap(): boolean;
   /** Synchronously ends every server of this environment (process 'exit'). */
@@ -248,19 +250,53 @@ export interface NativeGrpcChannel {
 }
 
 /**
- * Events of a channel's calls, flat, in batches: `id, 0, message` (a
- * response message, a Buffer) or `id, 1, status, grpcMessage, fault` (the
+ * Events of a channel's calls, flat, in batches, five values each:
+ * `id, 0, message, 0, 0` (a response message, a Buffer) or
+ * `id, 1, status, grpcMessage, fault` (the
  * call is over: gRPC status code, grpc-message as sent, and 0, or where the
  * connection failed 1 when the request may have reached the server and 2
  * when it surely did not).
  */
-export type NativeGrpcEvents = (...events: Array<number | string | Buffer>) => void;
+export type NativeGrpcEvents = NativeChannelEvents;
+
+/**
+ * Events of a native channel's calls, flat, in batches, five values each:
+ * a message `id, 0, bytes, status, headerLength` or the call's end
+ * `id, 1, code, message, fault` (see NativeGrpcEvents, NativeHttpChannel).
+ */
+export type NativeChannelEvents = (...events: Array<number | string | Uint8Array>) => void;
+
+/**
+ * The client's native HTTP/1.1 channel (native/client/http-channel.cc): up
+ * to `connections` keep-alive connections, one request at a time on each.
+ * `start` takes the request's head (request line and headers, the blank
+ * line included) and its body, and returns the request's id; its response
+ * comes as `id, 0, body, status, inferenceHeaderLength (-1: none)`, the body
+ * a Uint8Array whose binary part starts 8-byte aligned, or it ends as
+ * `id, 1, code, message, fault` (a gRPC status code: 8 for a response past
+ * maxMessageBytes, 13 for one it could not read, 14 where the connection
+ * failed; fault as NativeGrpcEvents').
+ */
+export interface NativeHttpChannel {
+  start(head: string, body: Uint8Array | undefined): number;
+  /** Closes the request's connection; no event comes for it any more. */
+  cancel(id: number): void;
+  /** No new request; the connections close once the requests in flight are over. */
+  close(): void;
+}
+
+export type NativeHttpChannelClass = new (
+  host: string,
+  port: number,
+  settings: [connectTimeoutMs: number, keepAliveMs: number, maxMessageBytes: number, connections: number],
+  onEvents: NativeChannelEvents,
+) => NativeHttpChannel;
 
 export type NativeGrpcChannelClass = new (
   host: string,
   port: number,
   authority: string,
-  settings: [connectTimeoutMs: number, keepAliveMs: number, maxMessageBytes: number],
+  settings: [connectTimeoutMs: number, keepAliveMs: number, maxMessageBytes: number, connections: 1],
   onEvents: NativeGrpcEvents,
 ) => NativeGrpcChannel;
 

@@ -10,6 +10,7 @@
 #include "core/probe.h"
 #include "inference/inference.h"
 #include "client/grpc-channel.h"
+#include "client/http-channel.h"
 #include "kserve/http-frontend.h"
 #include "observability/observability.h"
 #include "observability/trace.h"
@@ -60,6 +61,7 @@ Addon::Addon(Napi::Env env, Napi::Object exports) {
   DefineProbes(env, exports);
   RegisterHttpFrontend(env, exports);
   RegisterGrpcChannel(env, exports);
+  RegisterHttpChannel(env, exports);
   RegisterMetrics(env, exports);
   RegisterLogging(env, exports);
   RegisterTrace(env, exports);

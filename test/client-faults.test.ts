@@ -93,10 +93,11 @@ describe('targets', () => {
   });
 });
 
-// gRPC with both transports (the addon's and node:http2's), HTTP with undici.
+// Both protocols with both transports (the addon's, and node:http2's or undici's).
 describe.each([
   { protocol: 'grpc', transport: 'native' },
   { protocol: 'grpc', transport: 'js' },
+  { protocol: 'http', transport: 'native' },
   { protocol: 'http', transport: 'js' },
 ] as const)('$protocol ($transport)', ({ protocol, transport }) => {
   const connect = (target: string | string[], options: ClientOptions = {}): Promise<Client> => Client.connect(target, { transport, ...options });
@@ -302,7 +303,7 @@ describe('TLS', () => {
   });
 });
 
-it('a client-only program loads no native addon until a gRPC client takes the native transport', async () => {
+it('a client-only program loads no native addon until a client takes the native transport', async () => {
   const script = `
     const loaded = [];
     const dlopen = process.dlopen;
@@ -312,16 +313,20 @@ it('a client-only program loads no native addon until a gRPC client takes the na
     const afterImport = ours();
     const refused = { connectTimeoutMs: 200, retry: { attempts: 1 } };
     await Client.connect('grpc://127.0.0.1:1', { ...refused, transport: 'js' }).catch(() => undefined);
-    await Client.connect('http://127.0.0.1:1', refused).catch(() => undefined);
+    await Client.connect('http://127.0.0.1:1', { ...refused, transport: 'js' }).catch(() => undefined);
     const afterJs = ours();
-    const error = await Client.connect('grpc://127.0.0.1:1', refused).catch((e) => e);
-    process.stdout.write(JSON.stringify({ afterImport, afterJs, afterAuto: ours(), code: error.code }));
+    const error = await Client.connect('http://127.0.0.1:1', refused).catch((e) => e);
+    const afterHttp = ours();
+    await Client.connect('grpc://127.0.0.1:1', refused).catch(() => undefined);
+    process.stdout.write(JSON.stringify({ afterImport, afterJs, afterHttp, afterAuto: ours(), code: error.code }));
   `;
   const { stdout } = await run(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: REPO_ROOT, timeout: 20_000 });
-  const { afterImport, afterJs, afterAuto, code } = JSON.parse(stdout) as Record<string, unknown>;
+  const { afterImport, afterJs, afterHttp, afterAuto, code } = JSON.parse(stdout) as Record<string, unknown>;
   expect(afterImport).toEqual([]);
   expect(afterJs).toEqual([]);
-  expect(afterAuto).toEqual([expect.stringMatching(/\.node$/)]);
+  // An 'auto' client loads the addon once, for either protocol.
+  expect(afterHttp).toEqual([expect.stringMatching(/\.node$/)]);
+  expect(afterAuto).toEqual(afterHttp);
   expect(code).toBe('UNAVAILABLE');
 });
 

@@ -53,7 +53,8 @@ const variants: Variant[] = [
   { name: 'in-process', streams: true, serverSeesAbort: true, open: async () => server },
   { name: 'remote gRPC (native)', streams: true, serverSeesAbort: true, open: () => connect(`grpc://127.0.0.1:${frontends.grpc!.port}`, 'native') },
   { name: 'remote gRPC (js)', streams: true, serverSeesAbort: true, open: () => connect(`grpc://127.0.0.1:${frontends.grpc!.port}`, 'js') },
-  { name: 'remote HTTP', streams: false, serverSeesAbort: true, open: () => connect(`http://127.0.0.1:${frontends.http!.port}`) },
+  { name: 'remote HTTP (native)', streams: false, serverSeesAbort: true, open: () => connect(`http://127.0.0.1:${frontends.http!.port}`, 'native') },
+  { name: 'remote HTTP (js)', streams: false, serverSeesAbort: true, open: () => connect(`http://127.0.0.1:${frontends.http!.port}`, 'js') },
 ];
 
 /**
@@ -63,7 +64,7 @@ const variants: Variant[] = [
  * TRITON_REMOTE_METRICS_URL; the models are loaded there first.
  */
 for (const target of (process.env.TRITON_REMOTE_URLS ?? '').split(',').filter((url) => url !== '')) {
-  for (const transport of target.startsWith('grpc') ? (['native', 'js'] as const) : (['js'] as const)) {
+  for (const transport of /^(grpc|http):/.test(target) ? (['native', 'js'] as const) : (['js'] as const)) {
     variants.push({
       name: `external ${target} (${transport})`,
       streams: target.startsWith('grpc'),

@@ -170,8 +170,9 @@ export class Client implements InferenceServer, AsyncDisposable {
       native = grpc.native;
       make = (address, servername) => grpc.make({ endpoint: endpointOf(address), host: address.host, port: address.port, tls, ...(servername === undefined ? {} : { servername }) });
     } else {
-      if (resolved.transport === 'native') throw new TritonError('INVALID_ARG', "transport 'native' is gRPC only for now: use it with grpc:// targets, or transport 'js' or 'auto'");
-      make = await httpTransports(tls, resolved);
+      const http = await httpTransports(tls, resolved);
+      native = http.native;
+      make = http.make;
     }
     pool = new EndpointPool(targets.addresses.map((address) => make(address)), resolved);
     const dns = targets.dns;

@@ -21,6 +21,7 @@ const SERVICE = '/inference.GRPCInferenceService/';
 import type { ResolvedClientOptions } from './options.js';
 import {
   ConnectionError,
+  nativeChannelFor,
   PermissionError,
   serverError,
   versionNumber,
@@ -130,24 +131,9 @@ export interface GrpcTarget {
  * addon's or `node:http2`'s); then makes a transport per address.
  */
 export async function grpcTransports(options: ResolvedClientOptions, tls: boolean): Promise<{ make: (where: GrpcTarget) => Transport; native: boolean }> {
-  const channel = nativeChannel(options, tls);
+  const channel = nativeChannelFor(options, tls, nativeGrpcChannelClass);
   const codecs = await loadInferenceMessages('the gRPC client (grpc:// targets)');
   return { make: (where) => new GrpcTransport(codecs, where, options, channel), native: channel !== undefined };
-}
-
-/** The addon's channel class where `transport` asks for it and it can serve these options. */
-function nativeChannel(options: ResolvedClientOptions, tls: boolean): NativeGrpcChannelClass | undefined {
-  if (options.transport === 'js') return undefined;
-  const auto = options.transport === 'auto';
-  const lacking = tls ? 'TLS' : options.compression !== 'none' ? 'compression' : undefined;
-  if (lacking !== undefined) {
-    if (auto) return undefined;
-    throw new TritonError('INVALID_ARG', `transport 'native' does not do ${lacking} yet: use transport 'js' or 'auto'`);
-  }
-  const found = nativeGrpcChannelClass();
-  if (typeof found !== 'string') return found;
-  if (auto) return undefined;
-  throw new TritonError('UNAVAILABLE', `transport 'native' is not available here: ${found}`);
 }
 
 class GrpcTransport implements Transport {

@@ -1,8 +1,9 @@
 /**
- * The HTTP/REST transport: an undici keep-alive pool to one address. Tensors
- * travel in Triton's binary tensor data extension (a JSON header, then the
- * raw bytes); outputs are views over the received body, laid out so that the
- * binary part starts 8-byte aligned.
+ * The HTTP/REST transport: KServe v2's routes to one address, over an
+ * `HttpExchange` — the addon's keep-alive connections (native-http.ts) or
+ * an undici pool (here). Tensors travel in Triton's binary tensor data
+ * extension (a JSON header, then the raw bytes); outputs are views over the
+ * received body, laid out so that the binary part starts 8-byte aligned.
  */
 import { Buffer } from 'node:buffer';
 import { promisify } from 'node:util';
@@ -16,9 +17,11 @@ import { outputTensor, type Tensor } from '../tensor.js';
 import { DATA_TYPE_INFO } from '../data-types.js';
 import { checkDatatype } from '../kserve/codec.js';
 import type { ResolvedClientOptions } from './options.js';
+import { NativeHttpExchange, nativeHttpChannelClass } from './native-http.js';
 import { authority, type HostPort } from './targets.js';
 import {
   ConnectionError,
+  nativeChannelFor,
   PermissionError,
   PROTOCOL_RESPONSE_PARAMETERS,
   serverError,
@@ -70,13 +73,50 @@ function loadUndici(): Promise<typeof Undici> {
   return undiciModule;
 }
 
-/** Loads undici; then makes a transport per address (`servername`: the DNS name it came from, for TLS). */
+/** A response, read whole: its status, the headers the transport reads, the body. */
+export interface HttpAnswer {
+  status: number;
+  /** Inference-Header-Content-Length: where the JSON header of an inference response ends. */
+  headerLength: number | undefined;
+  /** Content-Encoding, where the body is compressed. */
+  encoding: string | undefined;
+  /** The binary part (after `headerLength`) starts 8-byte aligned. */
+  bytes: Uint8Array;
+}
+
+/** Requests to one address: rejects with a ConnectionError, or CANCELLED when `call.signal` aborts. */
+export interface HttpExchange {
+  request(method: 'GET' | 'POST', path: string, headers: Record<string, string>, body: Uint8Array | undefined, call: Call): Promise<HttpAnswer>;
+  close(): void;
+}
+
+/**
+ * Picks the exchange (`transport`: the addon's, or undici's, which must
+ * then be installed); then makes a transport per address (`servername`:
+ * the DNS name it came from, for TLS).
+ */
 export async function httpTransports(
   tls: boolean,
   options: ResolvedClientOptions,
-): Promise<(address: HostPort, servername?: string) => Transport> {
+): Promise<{ make: (address: HostPort, servername?: string) => Transport; native: boolean }> {
+  const channel = nativeChannelFor(options, tls, nativeHttpChannelClass);
+  if (channel !== undefined) {
+    return {
+      make: (address) => {
+        const endpoint = `http://${authority(address)}`;
+        return new HttpTransport(new NativeHttpExchange(channel, endpoint, address, options), endpoint, options);
+      },
+      native: true,
+    };
+  }
   const undici = await loadUndici();
-  return (address, servername) => new HttpTransport(undici, address, tls, options, servername);
+  return {
+    make: (address, servername) => {
+      const endpoint = `${tls ? 'https' : 'http'}://${authority(address)}`;
+      return new HttpTransport(new UndiciExchange(undici, endpoint, tls, options, servername), endpoint, options);
+    },
+    native: false,
+  };
 }
 
 interface JsonOutput {
@@ -93,12 +133,6 @@ interface JsonResponse {
   model_version?: string;
   parameters?: Record<string, string | number | boolean>;
   outputs?: JsonOutput[];
-}
-
-interface HttpAnswer {
-  status: number;
-  headers: Record<string, string | string[] | undefined>;
-  body: Undici.Dispatcher.ResponseData['body'];
 }
 
 function modelPath(name: string, version: number): string {
@@ -133,19 +167,14 @@ async function readBody(body: AsyncIterable<Buffer>, contentLength: number | und
   return offset === contentLength ? out : out.subarray(0, offset);
 }
 
-class HttpTransport implements Transport {
-  readonly endpoint: string;
-  readonly streaming = false;
+/** undici's keep-alive pool: the `js` transport, and the one for TLS and compression. */
+class UndiciExchange implements HttpExchange {
   readonly #pool: Undici.Pool;
-  readonly #headers: Record<string, string>;
-  readonly #compress: boolean;
+  readonly #endpoint: string;
   readonly #maxBytes: number;
 
-  constructor(undici: typeof Undici, address: HostPort, tls: boolean, options: ResolvedClientOptions, servername?: string) {
-    const origin = `${tls ? 'https' : 'http'}://${authority(address)}`;
-    this.endpoint = origin;
-    this.#headers = options.headers;
-    this.#compress = options.compression === 'gzip';
+  constructor(undici: typeof Undici, endpoint: string, tls: boolean, options: ResolvedClientOptions, servername?: string) {
+    this.#endpoint = endpoint;
     this.#maxBytes = options.maxMessageBytes;
     const connect: Record<string, unknown> = { timeout: options.connectTimeoutMs, keepAlive: true, keepAliveInitialDelay: options.keepAliveMs };
     if (tls) {
@@ -156,7 +185,7 @@ class HttpTransport implements Transport {
       const name = t?.servername ?? servername;
       if (name !== undefined) connect.servername = name;
     }
-    this.#pool = new undici.Pool(origin, {
+    this.#pool = new undici.Pool(endpoint, {
       connections: options.connections,
       connect,
       // Calls have their own deadlines; undici's 5-minute defaults would cut long inferences.
@@ -167,24 +196,7 @@ class HttpTransport implements Transport {
     });
   }
 
-  /** One request; rejects with the server's error (status ≥ 400) or a connection error. */
-  async #request(
-    method: 'GET' | 'POST',
-    path: string,
-    call: Call,
-    body?: Uint8Array | string,
-    extraHeaders?: Record<string, string>,
-  ): Promise<HttpAnswer> {
-    const headers: Record<string, string> = { ...this.#headers, ...call.headers, ...extraHeaders };
-    let payload = body;
-    if (payload !== undefined) {
-      headers['content-type'] ??= 'application/json';
-      if (this.#compress && payload.length > 0) {
-        payload = await gzipAsync(payload);
-        headers['content-encoding'] = 'gzip';
-      }
-    }
-    if (this.#compress) headers['accept-encoding'] = 'gzip';
+  async request(method: 'GET' | 'POST', path: string, headers: Record<string, string>, body: Uint8Array | undefined, call: Call): Promise<HttpAnswer> {
     let signal = call.signal;
     if (call.deadline !== undefined) {
       const left = Math.max(0, call.deadline - Date.now());
@@ -192,8 +204,14 @@ class HttpTransport implements Transport {
       signal = signal === undefined ? timeout : AbortSignal.any([signal, timeout]);
     }
     try {
-      const response = await this.#pool.request({ path, method, headers, body: payload ?? null, signal: signal ?? null });
-      return { status: response.statusCode, headers: response.headers, body: response.body };
+      const response = await this.#pool.request({ path, method, headers, body: body ?? null, signal: signal ?? null });
+      const lengthHeader = response.headers[INFER_HEADER];
+      const headerLength = typeof lengthHeader === 'string' ? Number(lengthHeader) : undefined;
+      const length = response.headers['content-length'];
+      const encoding = response.headers['content-encoding'];
+      const known = typeof length === 'string' && encoding === undefined ? Number(length) : undefined;
+      const bytes = await readBody(response.body as AsyncIterable<Buffer>, known, headerLength ?? 0);
+      return { status: response.statusCode, headerLength, encoding: typeof encoding === 'string' ? encoding : undefined, bytes };
     } catch (error) {
       throw this.#error(error, call);
     }
@@ -204,32 +222,65 @@ class HttpTransport implements Transport {
     const e = error as { name?: string; code?: string; message?: string };
     if (e.name === 'AbortError' || e.name === 'TimeoutError' || e.code === 'UND_ERR_ABORTED') {
       const timedOut = call.deadline !== undefined && Date.now() >= call.deadline;
-      return serverError('CANCELLED', timedOut ? 'the call timed out' : 'the call was cancelled', this.endpoint, error);
+      return serverError('CANCELLED', timedOut ? 'the call timed out' : 'the call was cancelled', this.#endpoint, error);
     }
     if (e.code === 'UND_ERR_RES_EXCEEDED_MAX_SIZE') {
-      return serverError('INVALID_ARG', `the response is larger than maxMessageBytes (${this.#maxBytes})`, this.endpoint, error);
+      return serverError('INVALID_ARG', `the response is larger than maxMessageBytes (${this.#maxBytes})`, this.#endpoint, error);
     }
     const message = e.message ?? String(error);
     const sent = !(e.code !== undefined && NOT_SENT_CODES.has(e.code));
     if (e.code !== undefined && /CERT|TLS|SSL|SELF_SIGNED|ALTNAME/.test(e.code)) {
-      return new ConnectionError(`TLS: ${message} [${e.code}]`, this.endpoint, { cause: error, sent: false });
+      return new ConnectionError(`TLS: ${message} [${e.code}]`, this.#endpoint, { cause: error, sent: false });
     }
-    return new ConnectionError(e.code === undefined ? message : `${message} [${e.code}]`, this.endpoint, { cause: error, sent });
+    return new ConnectionError(e.code === undefined ? message : `${message} [${e.code}]`, this.#endpoint, { cause: error, sent });
   }
 
-  /** The body, decompressed; a status ≥ 400 becomes the server's error. */
-  async #payload(response: HttpAnswer, call: Call, headerLength = 0): Promise<Uint8Array> {
-    const length = response.headers['content-length'];
-    const encoding = response.headers['content-encoding'];
-    let bytes: Uint8Array;
-    try {
-      bytes = await readBody(response.body as AsyncIterable<Buffer>, typeof length === 'string' && encoding === undefined ? Number(length) : undefined, headerLength);
-      if (encoding === 'gzip') bytes = await gunzipAsync(bytes);
-      else if (encoding === 'deflate') bytes = await inflateAsync(bytes);
-    } catch (error) {
-      throw this.#error(error, call);
+  close(): void {
+    void this.#pool.destroy().catch(() => undefined);
+  }
+}
+
+class HttpTransport implements Transport {
+  readonly endpoint: string;
+  readonly streaming = false;
+  readonly #exchange: HttpExchange;
+  readonly #headers: Record<string, string>;
+  readonly #compress: boolean;
+
+  constructor(exchange: HttpExchange, endpoint: string, options: ResolvedClientOptions) {
+    this.#exchange = exchange;
+    this.endpoint = endpoint;
+    this.#headers = options.headers;
+    this.#compress = options.compression === 'gzip';
+  }
+
+  /** One request, its response read whole (decompressed); rejects where the connection fails. */
+  async #request(method: 'GET' | 'POST', path: string, call: Call, body?: Uint8Array | string, extraHeaders?: Record<string, string>): Promise<HttpAnswer> {
+    const headers: Record<string, string> = { ...this.#headers, ...call.headers, ...extraHeaders };
+    let payload = typeof body === 'string' ? Buffer.from(body) : body;
+    if (payload !== undefined) {
+      headers['content-type'] ??= 'application/json';
+      if (this.#compress && payload.length > 0) {
+        payload = await gzipAsync(payload);
+        headers['content-encoding'] = 'gzip';
+      }
     }
-    if (response.status >= 400) {
+    if (this.#compress) headers['accept-encoding'] = 'gzip';
+    const answer = await this.#exchange.request(method, path, headers, payload, call);
+    if (answer.encoding === 'gzip' || answer.encoding === 'deflate') {
+      try {
+        answer.bytes = answer.encoding === 'gzip' ? await gunzipAsync(answer.bytes) : await inflateAsync(answer.bytes);
+      } catch (error) {
+        throw new ConnectionError(`could not decompress the response (${answer.encoding}): ${(error as Error).message}`, this.endpoint, { cause: error });
+      }
+    }
+    return answer;
+  }
+
+  /** The body; a status >= 400 becomes the server's error. */
+  #payload(answer: HttpAnswer): Uint8Array {
+    const bytes = answer.bytes;
+    if (answer.status >= 400) {
       const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
       let message = text;
       try {
@@ -238,26 +289,23 @@ class HttpTransport implements Transport {
       } catch {
         // not JSON: the text as it is
       }
-      if (response.status === 401 || response.status === 403) {
-        throw new PermissionError(`HTTP ${response.status}: ${message}`, this.endpoint);
+      if (answer.status === 401 || answer.status === 403) {
+        throw new PermissionError(`HTTP ${answer.status}: ${message}`, this.endpoint);
       }
-      throw serverError(codeOfStatus(response.status), message || `HTTP ${response.status}`, this.endpoint);
+      throw serverError(codeOfStatus(answer.status), message || `HTTP ${answer.status}`, this.endpoint);
     }
     return bytes;
   }
 
   async #json<T>(method: 'GET' | 'POST', path: string, call: Call, body?: unknown): Promise<T | undefined> {
-    const response = await this.#request(method, path, call, body === undefined ? undefined : jsonText(body));
-    const bytes = await this.#payload(response, call);
+    const bytes = this.#payload(await this.#request(method, path, call, body === undefined ? undefined : jsonText(body)));
     if (bytes.byteLength === 0) return undefined;
     return JSON.parse(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8')) as T;
   }
 
   /** A health route: 200 means yes, any other answer no; a failed connection rejects. */
   async #health(path: string, call: Call): Promise<boolean> {
-    const response = await this.#request('GET', path, call);
-    await response.body.dump();
-    return response.status === 200;
+    return (await this.#request('GET', path, call)).status === 200;
   }
 
   live(call: Call): Promise<boolean> {
@@ -305,8 +353,7 @@ class HttpTransport implements Transport {
 
   async statistics(name: string, version: number, call: Call): Promise<ModelStatistics[]> {
     const path = name === '' ? '/v2/models/stats' : `${modelPath(name, version)}/stats`;
-    const response = await this.#request('GET', path, call);
-    const bytes = await this.#payload(response, call);
+    const bytes = this.#payload(await this.#request('GET', path, call));
     // 64-bit counters stay exact: parsed as lossless JSON.
     return parseStatisticsJson(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'));
   }
@@ -335,14 +382,11 @@ class HttpTransport implements Transport {
       body.set(input.bytes, offset);
       offset += input.bytes.byteLength;
     }
-    const response = await this.#request('POST', `${modelPath(request.model, request.version)}/infer`, call, body, {
+    const answer = await this.#request('POST', `${modelPath(request.model, request.version)}/infer`, call, body, {
       'content-type': 'application/octet-stream',
       [INFER_HEADER]: String(json.byteLength),
     });
-    const lengthHeader = response.headers[INFER_HEADER];
-    const headerLength = typeof lengthHeader === 'string' ? Number(lengthHeader) : undefined;
-    const bytes = await this.#payload(response, call, headerLength ?? 0);
-    return this.#decode(bytes, headerLength);
+    return this.#decode(this.#payload(answer), answer.headerLength);
   }
 
   #decode(bytes: Uint8Array, headerLength: number | undefined): DecodedResponse {
@@ -406,6 +450,6 @@ class HttpTransport implements Transport {
   }
 
   close(): void {
-    void this.#pool.destroy().catch(() => undefined);
+    this.#exchange.close();
   }
 }

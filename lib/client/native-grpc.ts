@@ -8,7 +8,7 @@
  * h2.ts for those).
  */
 import type { Buffer } from 'node:buffer';
-import { loadAddonFile } from '../addon-file.js';
+import { addonExport } from '../addon-file.js';
 import { formatGrpcTimeout, percentDecode, STATUS } from '../kserve/grpc-framing.js';
 import type { NativeGrpcChannel, NativeGrpcChannelClass, NativeGrpcEvents } from '../native.js';
 import { settleUnary, type CallEnd, type CallHandlers, type GrpcChannel, type OpenCall } from './h2.js';
@@ -17,19 +17,9 @@ const EVENT_MESSAGE = 0;
 const FAULT_NONE = 0;
 const FAULT_SENT = 1;
 
-let channelClass: NativeGrpcChannelClass | string | undefined;
-
 /** The addon's channel class, or why there is none here (the addon does not load, or was built without nghttp2). */
 export function nativeGrpcChannelClass(): NativeGrpcChannelClass | string {
-  if (channelClass === undefined) {
-    try {
-      const addon = loadAddonFile() as { GrpcChannel?: NativeGrpcChannelClass };
-      channelClass = addon.GrpcChannel ?? 'the addon was built without nghttp2';
-    } catch (error) {
-      channelClass = `the addon does not load: ${(error as Error).message}`;
-    }
-  }
-  return channelClass;
+  return addonExport<NativeGrpcChannelClass>('GrpcChannel', 'the addon was built without nghttp2');
 }
 
 export interface NativeConnectionOptions {
@@ -61,7 +51,7 @@ export class NativeGrpcConnection implements GrpcChannel {
   constructor(channel: NativeGrpcChannelClass, options: NativeConnectionOptions) {
     const { host, port } = options;
     const authority = `${host.includes(':') ? `[${host}]` : host}:${port}`;
-    this.#channel = new channel(host, port, authority, [options.connectTimeoutMs, options.keepAliveMs, options.maxMessageBytes], this.#onEvents);
+    this.#channel = new channel(host, port, authority, [options.connectTimeoutMs, options.keepAliveMs, options.maxMessageBytes, 1], this.#onEvents);
   }
 
   readonly #onEvents: NativeGrpcEvents = (...events) => {
@@ -69,7 +59,7 @@ export class NativeGrpcConnection implements GrpcChannel {
       const id = events[i] as number;
       if (events[i + 1] === EVENT_MESSAGE) {
         const message = events[i + 2] as Buffer;
-        i += 3;
+        i += 5;
         try {
           this.#calls.get(id)?.message(message);
         } catch (error) {

@@ -137,5 +137,24 @@ export function versionNumber(text: string | undefined): number {
   return text === undefined || text === '' || !Number.isSafeInteger(n) ? -1 : n;
 }
 
+/**
+ * The addon's channel class (`found`: it, or why it is not here) where the
+ * `transport` option asks for it and it can serve these options; undefined
+ * where the JS transport takes the calls.
+ */
+export function nativeChannelFor<T>(options: { transport: 'auto' | 'native' | 'js'; compression: string }, tls: boolean, found: () => T | string): T | undefined {
+  if (options.transport === 'js') return undefined;
+  const auto = options.transport === 'auto';
+  const lacking = tls ? 'TLS' : options.compression !== 'none' ? 'compression' : undefined;
+  if (lacking !== undefined) {
+    if (auto) return undefined;
+    throw new TritonError('INVALID_ARG', `transport 'native' does not do ${lacking} yet: use transport 'js' or 'auto'`);
+  }
+  const channel = found();
+  if (typeof channel !== 'string') return channel;
+  if (auto) return undefined;
+  throw new TritonError('UNAVAILABLE', `transport 'native' is not available here: ${channel}`);
+}
+
 /** Parameters the protocol sets that the caller did not. */
 export const PROTOCOL_RESPONSE_PARAMETERS = new Set(['triton_final_response']);

@@ -13,6 +13,7 @@
 #include "grpc-channel.h"
 
 #include "../core/nghttp2-api.h"
+#include "loop-channel.h"
 
 #if defined(TSN_HAVE_NGHTTP2)
 #include <uv.h>
@@ -32,34 +33,16 @@ namespace tsn {
 
 namespace {
 
+using namespace client;
+
 // Windows as the JS transport opens them: 16 calls of 64 KiB answers fit in one round trip.
 constexpr int32_t kStreamWindowBytes = 16 * 1024 * 1024;
 constexpr int32_t kConnectionWindowBytes = 64 * 1024 * 1024;
 constexpr uint32_t kMaxFrameBytes = 1024 * 1024;
-constexpr size_t kReadBytes = 64 * 1024;
 // A response's headers and trailers: Triton sends a handful of short ones.
 constexpr size_t kMaxHeaderPairs = 128;
 constexpr size_t kMaxHeaderBytes = 64 * 1024;
 constexpr uint64_t kPingTimeoutMs = 20000;
-
-// gRPC status codes this file sets itself.
-constexpr int kStatusUnknown = 2;
-constexpr int kStatusInvalidArgument = 3;
-constexpr int kStatusResourceExhausted = 8;
-constexpr int kStatusInternal = 13;
-constexpr int kStatusUnavailable = 14;
-
-// An event as JS reads it: [id, kind, ...]: kMessage + the message's Buffer;
-// kEnd + gRPC status code, message (grpc-message as sent), and whether the
-// connection failed (kSent: the request may have reached the server).
-enum EventKind : int32_t { kMessage = 0, kEnd = 1 };
-enum Fault : int32_t { kNoFault = 0, kSent = 1, kNotSent = 2 };
-
-struct Settings {
-  uint64_t connect_timeout_ms = 10000;
-  uint64_t keep_alive_ms = 300000;
-  size_t max_message_bytes = 64 << 20;
-};
 
 struct Connection;
 
@@ -88,30 +71,15 @@ struct Call {
   size_t body_have = 0;
 };
 
-struct Event {
-  uint32_t id;
-  EventKind kind;
-  napi_value buffer = nullptr;  // kMessage: made in the scope of the read that completed it
-  int code = 0;
-  std::string message;
-  Fault fault = kNoFault;
-};
-
 class Channel;
 
 // One TCP connection and its HTTP/2 session. A connection that failed or
 // was told GOAWAY takes no new call; the next call opens another.
-struct Connection {
-  uv_tcp_t tcp{};
-  uv_connect_t connect{};
-  Channel* channel = nullptr;
+// Its timer: the keepalive ping's interval, then the ping's timeout.
+struct Connection : LoopConnection {
   nghttp2_session* session = nullptr;
-  bool connected = false;
-  bool broken = false;
   bool goaway = false;  // the server sent GOAWAY
   bool ping_outstanding = false;
-  std::string why;  // what broke it
-  int holds = 1;  // the TCP handle, and a name resolution while one runs
   std::vector<Call*> waiting;                     // made before the session was up
   std::unordered_map<int32_t, Call*> streams;  // submitted, by stream id
 };
@@ -122,34 +90,15 @@ struct Write {
   std::string bytes;
 };
 
-struct Resolve {
-  uv_getaddrinfo_t req{};  // its data: this Resolve
-  Connection* conn = nullptr;
-  bool synchronous = false;  // failed inside uv_getaddrinfo: the call from JS delivers the events
-};
-
 Connection* ConnOf(void* user) { return static_cast<Connection*>(user); }
 
-class Channel : public std::enable_shared_from_this<Channel> {
+class Channel : public LoopChannel {
  public:
-  Channel(Napi::Env env, std::string host, int port, std::string authority, Settings settings, Napi::Function on_events)
-      : env_(env),
+  Channel(Napi::Env env, std::string host, int port, std::string authority, ChannelSettings settings,
+          Napi::Function on_events)
+      : LoopChannel(env, std::move(host), port, settings, on_events, "tritonserver-node:grpc-channel"),
         h2_(*Nghttp2()),
-        host_(std::move(host)),
-        port_(port),
-        authority_(std::move(authority)),
-        settings_(settings),
-        context_(env, "tritonserver-node:grpc-channel") {
-    on_events_ = Napi::Weak(on_events);
-    napi_get_uv_event_loop(env, &loop_);
-    read_buffer_.reset(new char[kReadBytes]);
-    for (uv_timer_t* timer : {&deadline_, &keepalive_, &dispatch_}) {
-      uv_timer_init(loop_, timer);
-      timer->data = this;
-      uv_unref(reinterpret_cast<uv_handle_t*>(timer));
-      handles_++;
-    }
-    uv_timer_start(&keepalive_, OnKeepalive, settings_.keep_alive_ms, settings_.keep_alive_ms);
+        authority_(std::move(authority)) {
     h2_.session_callbacks_new(&callbacks_);
     h2_.session_callbacks_set_on_header_callback(callbacks_, OnHeader);
     h2_.session_callbacks_set_on_frame_recv_callback(callbacks_, OnFrame);
@@ -158,14 +107,8 @@ class Channel : public std::enable_shared_from_this<Channel> {
     h2_.session_callbacks_set_on_frame_not_send_callback(callbacks_, OnFrameNotSent);
   }
 
-  ~Channel() {
+  ~Channel() override {
     if (callbacks_ != nullptr) h2_.session_callbacks_del(callbacks_);
-  }
-
-  // Held by itself while it has libuv handles, and by its JS object.
-  void Hold(std::shared_ptr<Channel> self) {
-    self_ = std::move(self);
-    napi_add_async_cleanup_hook(env_, OnEnvCleanup, this, &cleanup_hook_);
   }
 
   // `data` null: no message (a stream's first comes with send()).
@@ -178,11 +121,11 @@ class Channel : public std::enable_shared_from_this<Channel> {
     Call* raw = call.get();
     do raw->id = ++next_id_;
     while (raw->id == 0 || calls_.count(raw->id) > 0);
+    CallStarted();
     raw->path = std::move(path);
     raw->timeout = std::move(timeout);
     raw->headers = std::move(headers);
     Append(raw, data, size, last);
-    if (calls_.empty()) on_events_.Ref();
     calls_.emplace(raw->id, std::move(call));
     Place(raw);
     ScheduleDispatch();
@@ -210,26 +153,6 @@ class Channel : public std::enable_shared_from_this<Channel> {
     FlushSoon(conn);
     ScheduleDispatch();
   }
-
-  // Takes no new call; the connections go once the calls in flight are over.
-  void Close() {
-    closed_ = true;
-    Settle();
-  }
-
-  // The JS object is gone or the environment is: everything goes now, and JS hears nothing more.
-  void Abandon() {
-    if (abandoned_) return;
-    abandoned_ = true;
-    closed_ = true;
-    events_.clear();
-    on_events_.Reset();
-    for (auto& entry : calls_) entry.second->body.Reset();
-    calls_.clear();
-    TearDown();
-  }
-
-  bool closed() const { return closed_; }
 
  private:
   // ---- calls ----
@@ -263,9 +186,9 @@ class Channel : public std::enable_shared_from_this<Channel> {
       End(call, kStatusUnavailable, conn->why, kNotSent);
       return;
     }
-    if (conn->connected) Submit(conn, call);
+    if (conn->session != nullptr) Submit(conn, call);
     else conn->waiting.push_back(call);
-    UpdateRef();
+    Ref(conn, true);
     FlushSoon(conn);
   }
 
@@ -275,22 +198,37 @@ class Channel : public std::enable_shared_from_this<Channel> {
     if (call->stream_id > 0) conn->streams.erase(call->stream_id);
     conn->waiting.erase(std::remove(conn->waiting.begin(), conn->waiting.end(), call), conn->waiting.end());
     calls_.erase(call->id);
-    if (calls_.empty() && !abandoned_) on_events_.Unref();
-    UpdateRef();
+    CallEnded();
+    if (!conn->broken) Ref(conn, !conn->streams.empty() || !conn->waiting.empty());
     if (!in_session_) Settle();
   }
 
   // Closes retired connections with no call left, and everything once
   // closed and idle. Never inside nghttp2's callbacks (it deletes sessions).
-  void Settle() {
-    std::vector<Connection*> conns = conns_;
-    for (Connection* conn : conns)
+  void Settle() override {
+    for (LoopConnection* each : std::vector<LoopConnection*>(connections())) {
+      auto* conn = static_cast<Connection*>(each);
       if (conn != conn_ && conn->streams.empty() && conn->waiting.empty()) Drop(conn);
-    if (closed_ && calls_.empty()) TearDown();
+    }
+    LoopChannel::Settle();
+  }
+
+  bool Idle() const override { return calls_.empty(); }
+
+  void DropCalls() override {
+    for (auto& entry : calls_) entry.second->body.Reset();
+    calls_.clear();
+  }
+
+  void Message(uint32_t id, napi_value bytes) {
+    ChannelEvent event;
+    event.id = id;
+    event.bytes = bytes;
+    Emit(std::move(event));
   }
 
   void End(Call* call, int code, std::string message, Fault fault) {
-    events_.push_back(Event{call->id, kEnd, nullptr, code, std::move(message), fault});
+    EmitEnd(call->id, code, std::move(message), fault);
     Forget(call);
   }
 
@@ -333,9 +271,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
       return;
     }
     if (stream_id < 0) {
-      events_.push_back(Event{call->id, kEnd, nullptr, kStatusInternal,
-                              "could not start the call (nghttp2 " + std::to_string(stream_id) + ")", kNoFault});
-      Forget(call);
+      End(call, kStatusInternal, "could not start the call (nghttp2 " + std::to_string(stream_id) + ")", kNoFault);
       return;
     }
     call->stream_id = stream_id;
@@ -372,7 +308,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
   static int OnHeader(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name, size_t name_size,
                       const uint8_t* value, size_t value_size, uint8_t, void* user) {
     Connection* conn = ConnOf(user);
-    Channel* self = conn->channel;
+    Channel* self = Of(conn);
     Call* call = self->StreamCall(conn, frame->hd.stream_id);
     if (call == nullptr) return 0;
     call->header_pairs++;
@@ -396,12 +332,12 @@ class Channel : public std::enable_shared_from_this<Channel> {
 
   static int OnFrame(nghttp2_session*, const nghttp2_frame* frame, void* user) {
     Connection* conn = ConnOf(user);
-    Channel* self = conn->channel;
+    Channel* self = Of(conn);
     switch (frame->hd.type) {
       case NGHTTP2_PING:
         if ((frame->hd.flags & NGHTTP2_FLAG_ACK) != 0 && conn->ping_outstanding) {
           conn->ping_outstanding = false;
-          if (conn == self->conn_) uv_timer_stop(&self->deadline_);
+          self->KeepAlive(conn);
         }
         return 0;
       case NGHTTP2_GOAWAY:
@@ -439,7 +375,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
 
   static int OnData(nghttp2_session*, uint8_t, int32_t stream_id, const uint8_t* data, size_t size, void* user) {
     Connection* conn = ConnOf(user);
-    Channel* self = conn->channel;
+    Channel* self = Of(conn);
     Call* call = self->StreamCall(conn, stream_id);
     if (call != nullptr) self->Deframe(call, data, size);
     return 0;
@@ -483,7 +419,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
           return;
         }
         if (length == 0) {
-          events_.push_back(Event{call->id, kMessage, buffer, 0, {}, kNoFault});
+          Message(call->id, buffer);
           continue;
         }
         call->body = Napi::Persistent(buffer);
@@ -498,7 +434,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
       data += take;
       size -= take;
       if (call->body_have == call->body_need) {
-        events_.push_back(Event{call->id, kMessage, call->body.Value(), 0, {}, kNoFault});
+        Message(call->id, call->body.Value());
         call->body.Reset();
         call->body_data = nullptr;
       }
@@ -509,7 +445,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
   // block may have): the stream never opened, so no close comes for it.
   static int OnFrameNotSent(nghttp2_session*, const nghttp2_frame* frame, int error, void* user) {
     Connection* conn = ConnOf(user);
-    Channel* self = conn->channel;
+    Channel* self = Of(conn);
     if (frame->hd.type != NGHTTP2_HEADERS) return 0;
     if (Call* call = self->StreamCall(conn, frame->hd.stream_id))
       self->End(call, kStatusInvalidArgument,
@@ -521,7 +457,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
 
   static int OnStreamClose(nghttp2_session*, int32_t stream_id, uint32_t error_code, void* user) {
     Connection* conn = ConnOf(user);
-    Channel* self = conn->channel;
+    Channel* self = Of(conn);
     Call* call = self->StreamCall(conn, stream_id);
     if (call == nullptr) return 0;
     if (error_code == NGHTTP2_REFUSED_STREAM) {
@@ -535,86 +471,19 @@ class Channel : public std::enable_shared_from_this<Channel> {
 
   // ---- connections ----
 
+  static Channel* Of(Connection* conn) { return static_cast<Channel*>(conn->channel); }
+
   // The connection new calls go on, opened if there is none.
   Connection* Current() {
     if (conn_ != nullptr) return conn_;
     auto* conn = new Connection();
-    conn->channel = this;
-    uv_tcp_init(loop_, &conn->tcp);
-    conn->tcp.data = conn;
-    handles_++;
-    conns_.push_back(conn);
     conn_ = conn;
-    uv_timer_start(&deadline_, OnDeadline, settings_.connect_timeout_ms, 0);
-    sockaddr_storage address{};
-    if (uv_ip4_addr(host_.c_str(), port_, reinterpret_cast<sockaddr_in*>(&address)) == 0 ||
-        uv_ip6_addr(host_.c_str(), port_, reinterpret_cast<sockaddr_in6*>(&address)) == 0) {
-      Connect(conn, reinterpret_cast<const sockaddr*>(&address));
-      return conn;
-    }
-    auto* resolve = new Resolve();
-    resolve->conn = conn;
-    resolve->req.data = resolve;
-    conn->holds++;
-    handles_++;
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    const std::string port = std::to_string(port_);
-    const int rc = uv_getaddrinfo(loop_, &resolve->req, OnResolved, host_.c_str(), port.c_str(), &hints);
-    if (rc != 0) {
-      resolve->synchronous = true;
-      OnResolved(&resolve->req, rc, nullptr);
-    }
+    Dial(conn);
     return conn;
   }
 
-  static void OnResolved(uv_getaddrinfo_t* req, int status, addrinfo* result) {
-    auto* resolve = static_cast<Resolve*>(req->data);
-    Connection* conn = resolve->conn;
-    Channel* self = conn->channel;
-    const std::shared_ptr<Channel> hold = self->shared_from_this();
-    const bool synchronous = resolve->synchronous;
-    delete resolve;
-    Napi::HandleScope scope(self->env_);
-    if (!conn->broken) {
-      if (status != 0 || result == nullptr) {
-        self->Break(conn, std::string("getaddrinfo ") + uv_err_name(status) + " " + self->host_, false);
-      } else {
-        self->Connect(conn, result->ai_addr);
-      }
-    }
-    if (result != nullptr) uv_freeaddrinfo(result);
-    self->Release(conn);
-    self->HandleClosed();
-    if (!synchronous) self->Dispatch();
-  }
-
-  void Connect(Connection* conn, const sockaddr* address) {
-    const int rc = uv_tcp_connect(&conn->connect, &conn->tcp, address, OnConnected);
-    if (rc != 0) {
-      Break(conn, std::string("connect ") + uv_err_name(rc) + " " + Where(), false);
-    }
-  }
-
-  std::string Where() const { return host_ + ":" + std::to_string(port_); }
-
-  static void OnConnected(uv_connect_t* req, int status) {
-    Connection* conn = static_cast<Connection*>(req->handle->data);
-    Channel* self = conn->channel;
-    if (conn->broken || status == UV_ECANCELED) return;
-    Napi::HandleScope scope(self->env_);
-    if (status != 0) {
-      self->Break(conn, std::string("connect ") + uv_err_name(status) + " " + self->Where(), false);
-    } else {
-      self->Open(conn);
-    }
-    self->Dispatch();
-  }
-
-  void Open(Connection* conn) {
-    if (conn == conn_) uv_timer_stop(&deadline_);
-    uv_tcp_nodelay(&conn->tcp, 1);
+  void OnOpen(LoopConnection* each) override {
+    auto* conn = static_cast<Connection*>(each);
     if (h2_.session_client_new(&conn->session, callbacks_, conn) != 0) {
       Break(conn, "could not start an HTTP/2 session", false);
       return;
@@ -624,36 +493,21 @@ class Channel : public std::enable_shared_from_this<Channel> {
                                               {NGHTTP2_SETTINGS_MAX_FRAME_SIZE, kMaxFrameBytes}};
     h2_.submit_settings(conn->session, NGHTTP2_FLAG_NONE, entries, 3);
     h2_.session_set_local_window_size(conn->session, NGHTTP2_FLAG_NONE, 0, kConnectionWindowBytes);
-    conn->connected = true;
-    uv_read_start(reinterpret_cast<uv_stream_t*>(&conn->tcp), OnAlloc, OnRead);
+    KeepAlive(conn);
     std::vector<Call*> waiting;
     waiting.swap(conn->waiting);
     for (Call* call : waiting) Submit(conn, call);
     Flush(conn);
   }
 
-  static void OnAlloc(uv_handle_t* handle, size_t, uv_buf_t* buf) {
-    Channel* self = static_cast<Connection*>(handle->data)->channel;
-    *buf = uv_buf_init(self->read_buffer_.get(), kReadBytes);
-  }
-
-  static void OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
-    Connection* conn = static_cast<Connection*>(stream->data);
-    Channel* self = conn->channel;
-    if (conn->broken || nread == 0) return;
-    Napi::HandleScope scope(self->env_);
-    if (nread < 0) {
-      self->Break(conn, nread == UV_EOF ? "the server closed the connection" : std::string("read ") + uv_err_name(static_cast<int>(nread)), true);
-    } else {
-      self->in_session_ = true;
-      const ssize_t used = self->h2_.session_mem_recv(conn->session, reinterpret_cast<const uint8_t*>(buf->base),
-                                                      static_cast<size_t>(nread));
-      self->in_session_ = false;
-      if (used < 0) self->Break(conn, "an HTTP/2 protocol error (nghttp2 " + std::to_string(used) + ")", true);
-      // Written after JS has seen the responses: the calls it starts from them go in the same write.
-      self->flush_after_dispatch_ = true;
-    }
-    self->Dispatch();
+  void OnBytes(LoopConnection* each, const char* data, size_t size) override {
+    auto* conn = static_cast<Connection*>(each);
+    in_session_ = true;
+    const ssize_t used = h2_.session_mem_recv(conn->session, reinterpret_cast<const uint8_t*>(data), size);
+    in_session_ = false;
+    if (used < 0) Break(conn, "an HTTP/2 protocol error (nghttp2 " + std::to_string(used) + ")", true);
+    // Written after JS has seen the responses: the calls it starts from them go in the same write.
+    flush_after_dispatch_ = true;
   }
 
   // Sends what the session has: one write, the rest queued where the socket is full.
@@ -707,7 +561,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
     Connection* conn = write->conn;
     delete write;
     if (status == 0 || status == UV_ECANCELED || conn->broken) return;
-    Channel* self = conn->channel;
+    Channel* self = Of(conn);
     Napi::HandleScope scope(self->env_);
     self->Break(conn, std::string("write ") + uv_err_name(status), true);
     self->Dispatch();
@@ -722,17 +576,22 @@ class Channel : public std::enable_shared_from_this<Channel> {
     Flush(conn);
   }
 
+  void AfterDispatch() override {
+    if (!flush_after_dispatch_) return;
+    flush_after_dispatch_ = false;
+    for (LoopConnection* conn : std::vector<LoopConnection*>(connections()))
+      if (Live(conn)) Flush(static_cast<Connection*>(conn));
+  }
+
   // No new call goes on this connection; it ends with its last call.
   void Retire(Connection* conn) {
-    if (conn == conn_) {
-      conn_ = nullptr;
-      uv_timer_stop(&deadline_);
-    }
+    if (conn == conn_) conn_ = nullptr;
   }
 
   // The connection failed: its calls end (UNAVAILABLE, `sent` where a
   // request may have reached the server) and it closes.
-  void Break(Connection* conn, const std::string& why, bool was_open) {
+  void Break(LoopConnection* each, const std::string& why, bool was_open) override {
+    auto* conn = static_cast<Connection*>(each);
     if (conn->broken) return;
     Retire(conn);
     conn->broken = true;
@@ -747,185 +606,51 @@ class Channel : public std::enable_shared_from_this<Channel> {
     Drop(conn);
   }
 
-  // Closes a connection that has no call left.
-  void Drop(Connection* conn) {
-    if (uv_is_closing(reinterpret_cast<uv_handle_t*>(&conn->tcp))) return;
-    if (conn == conn_) Retire(conn);
-    conn->broken = true;
+  void Detach(LoopConnection* each) override {
+    auto* conn = static_cast<Connection*>(each);
+    Retire(conn);
+    conn->waiting.clear();
+    conn->streams.clear();
     if (conn->session != nullptr) {
       h2_.session_del(conn->session);
       conn->session = nullptr;
     }
-    uv_close(reinterpret_cast<uv_handle_t*>(&conn->tcp), [](uv_handle_t* handle) {
-      Connection* conn = static_cast<Connection*>(handle->data);
-      Channel* self = conn->channel;
-      self->Release(conn);
-      self->HandleClosed();
-    });
   }
 
-  void Release(Connection* conn) {
-    if (--conn->holds > 0) return;
-    conns_.erase(std::remove(conns_.begin(), conns_.end(), conn), conns_.end());
-    delete conn;
-  }
+  // Pings while calls are in flight, every keepAliveMs.
+  void KeepAlive(Connection* conn) { RestartTimer(conn, settings_.keep_alive_ms); }
 
-  // A connection keeps the process alive only while it has calls.
-  void UpdateRef() {
-    for (Connection* conn : conns_) {
-      if (uv_is_closing(reinterpret_cast<uv_handle_t*>(&conn->tcp))) continue;
-      if (!conn->streams.empty() || !conn->waiting.empty()) uv_ref(reinterpret_cast<uv_handle_t*>(&conn->tcp));
-      else uv_unref(reinterpret_cast<uv_handle_t*>(&conn->tcp));
+  // The keepalive interval, or an unanswered ping's timeout.
+  void OnTimer(LoopConnection* each) override {
+    auto* conn = static_cast<Connection*>(each);
+    if (conn->ping_outstanding) {
+      Break(conn, "keepalive ping unanswered", true);
+      return;
     }
-  }
-
-  // The connect timeout, or an unanswered keepalive ping.
-  static void OnDeadline(uv_timer_t* timer) {
-    Channel* self = static_cast<Channel*>(timer->data);
-    Connection* conn = self->conn_;
-    if (conn == nullptr) return;
-    Napi::HandleScope scope(self->env_);
-    if (!conn->connected) {
-      self->Break(conn, "no connection within " + std::to_string(self->settings_.connect_timeout_ms) + " ms", false);
-    } else if (conn->ping_outstanding) {
-      self->Break(conn, "keepalive ping unanswered", true);
+    if (conn->streams.empty()) {
+      KeepAlive(conn);
+      return;
     }
-    self->Dispatch();
-  }
-
-  static void OnKeepalive(uv_timer_t* timer) {
-    Channel* self = static_cast<Channel*>(timer->data);
-    Connection* conn = self->conn_;
-    if (conn == nullptr || !conn->connected || conn->ping_outstanding || conn->streams.empty()) return;
-    Napi::HandleScope scope(self->env_);
     conn->ping_outstanding = true;
-    self->h2_.submit_ping(conn->session, NGHTTP2_FLAG_NONE, nullptr);
-    uv_timer_start(&self->deadline_, OnDeadline, kPingTimeoutMs, 0);
-    self->Flush(conn);
-    self->Dispatch();
+    h2_.submit_ping(conn->session, NGHTTP2_FLAG_NONE, nullptr);
+    RestartTimer(conn, kPingTimeoutMs);
+    Flush(conn);
   }
 
-  // ---- events to JS ----
+  // ---- fields ----
 
-  void ScheduleDispatch() {
-    if (!events_.empty() && !in_dispatch_ && !torn_down_) uv_timer_start(&dispatch_, OnDispatchTimer, 0, 0);
-  }
-
-  static void OnDispatchTimer(uv_timer_t* timer) {
-    Channel* self = static_cast<Channel*>(timer->data);
-    Napi::HandleScope scope(self->env_);
-    self->Dispatch();
-  }
-
-  // Hands the events gathered to JS in one call, then writes what the
-  // calls JS made from them asked for.
-  void Dispatch() {
-    if (in_dispatch_) return;
-    if (!events_.empty() && !abandoned_ && !on_events_.IsEmpty()) {
-      std::vector<napi_value> args;
-      args.reserve(events_.size() * 5);
-      for (const Event& event : events_) {
-        args.push_back(Napi::Number::New(env_, event.id));
-        args.push_back(Napi::Number::New(env_, event.kind));
-        if (event.kind == kMessage) {
-          args.push_back(event.buffer);
-        } else {
-          args.push_back(Napi::Number::New(env_, event.code));
-          args.push_back(Napi::String::New(env_, event.message));
-          args.push_back(Napi::Number::New(env_, event.fault));
-        }
-      }
-      events_.clear();
-      // Kept alive through the call: JS may drop its object from inside it.
-      std::shared_ptr<Channel> hold = shared_from_this();
-      in_dispatch_ = true;
-      Napi::Function callback = on_events_.Value();
-      if (!callback.IsEmpty()) {
-        // Raw Node-API: nothing may be thrown from here, and a worker being
-        // ended refuses the call (napi_cannot_run_js), which is no error.
-        napi_value result = nullptr;
-        const napi_status status = napi_make_callback(env_, context_, env_.Global(), callback, args.size(),
-                                                      args.data(), &result);
-        napi_value error = nullptr;
-        if (status == napi_pending_exception && napi_get_and_clear_last_exception(env_, &error) == napi_ok)
-          napi_fatal_exception(env_, error);
-      }
-      in_dispatch_ = false;
-    }
-    if (abandoned_) events_.clear();
-    if (flush_after_dispatch_) {
-      flush_after_dispatch_ = false;
-      std::vector<Connection*> conns = conns_;
-      for (Connection* conn : conns)
-        if (std::find(conns_.begin(), conns_.end(), conn) != conns_.end()) Flush(conn);
-    }
-    ScheduleDispatch();  // events of the calls JS made meanwhile
-  }
-
-  // ---- the end ----
-
-  void TearDown() {
-    if (torn_down_) return;
-    torn_down_ = true;
-    conn_ = nullptr;
-    std::vector<Connection*> conns = conns_;
-    for (Connection* conn : conns) {
-      conn->waiting.clear();
-      conn->streams.clear();
-      Drop(conn);
-    }
-    for (uv_timer_t* timer : {&deadline_, &keepalive_, &dispatch_}) {
-      uv_close(reinterpret_cast<uv_handle_t*>(timer), [](uv_handle_t* handle) {
-        static_cast<Channel*>(handle->data)->HandleClosed();
-      });
-    }
-  }
-
-  // Once every handle is closed: the environment's cleanup may go on, and
-  // the channel lives on only as long as its JS object.
-  void HandleClosed() {
-    if (--handles_ > 0) return;
-    if (cleanup_hook_ != nullptr) {
-      napi_remove_async_cleanup_hook(cleanup_hook_);
-      cleanup_hook_ = nullptr;
-    }
-    std::shared_ptr<Channel> self = std::move(self_);
-  }
-
-  static void OnEnvCleanup(napi_async_cleanup_hook_handle, void* data) { static_cast<Channel*>(data)->Abandon(); }
-
-  Napi::Env env_;
   const Nghttp2Api& h2_;
-  uv_loop_t* loop_ = nullptr;
-  std::string host_;
-  int port_;
   std::string authority_;
-  Settings settings_;
-  Napi::FunctionReference on_events_;  // strong only while calls are in flight
-  Napi::AsyncContext context_;
   nghttp2_session_callbacks* callbacks_ = nullptr;
-  uv_timer_t deadline_{};   // connect timeout, then keepalive ping timeout
-  uv_timer_t keepalive_{};  // pings while calls are in flight
-  uv_timer_t dispatch_{};   // events that arose outside a libuv callback
-  std::unique_ptr<char[]> read_buffer_;
   std::string out_;
   std::unordered_map<uint32_t, std::unique_ptr<Call>> calls_;
-  std::vector<Connection*> conns_;
   Connection* conn_ = nullptr;  // where new calls go
-  std::vector<Event> events_;
   uint32_t next_id_ = 0;
-  int handles_ = 0;
-  bool in_dispatch_ = false;
   bool in_session_ = false;  // inside nghttp2 (mem_recv, mem_send): no session may be deleted
   bool flush_after_dispatch_ = false;
-  bool closed_ = false;
-  bool abandoned_ = false;
-  bool torn_down_ = false;
-  napi_async_cleanup_hook_handle cleanup_hook_ = nullptr;
-  std::shared_ptr<Channel> self_;
 };
 
-// The JS object: new GrpcChannel(host, port, authority, [connectTimeoutMs, keepAliveMs, maxMessageBytes], onEvents).
+// The JS object: new GrpcChannel(host, port, authority, [connectTimeoutMs, keepAliveMs, maxMessageBytes, connections], onEvents).
 class GrpcChannelWrap : public Napi::ObjectWrap<GrpcChannelWrap> {
  public:
   static Napi::Function Define(Napi::Env env) {
@@ -940,22 +665,9 @@ class GrpcChannelWrap : public Napi::ObjectWrap<GrpcChannelWrap> {
     if (info.Length() < 5 || !info[0].IsString() || !info[1].IsNumber() || !info[2].IsString() || !info[3].IsArray() ||
         !info[4].IsFunction())
       throw Napi::TypeError::New(env, "new GrpcChannel(host, port, authority, settings, onEvents)");
-    // What lib/client/options.ts checked, checked again: a zero keepalive would spin the loop.
-    Napi::Array list = info[3].As<Napi::Array>();
-    double values[3];
-    for (uint32_t i = 0; i < 3; ++i) {
-      Napi::Value value = list.Get(i);
-      values[i] = value.IsNumber() ? value.As<Napi::Number>().DoubleValue() : 0;
-      if (!(values[i] >= 1 && values[i] <= 9007199254740991.0))
-        throw Napi::RangeError::New(env, "GrpcChannel settings: [connectTimeoutMs, keepAliveMs, maxMessageBytes], each >= 1");
-    }
-    const double port = info[1].As<Napi::Number>().DoubleValue();
-    if (!(port >= 1 && port <= 65535)) throw Napi::RangeError::New(env, "GrpcChannel: port must be 1-65535");
-    Settings settings;
-    settings.connect_timeout_ms = static_cast<uint64_t>(values[0]);
-    settings.keep_alive_ms = static_cast<uint64_t>(values[1]);
-    settings.max_message_bytes = static_cast<size_t>(values[2]);
-    channel_ = std::make_shared<Channel>(env, info[0].As<Napi::String>().Utf8Value(), static_cast<int>(port),
+    const int port = ReadPort(env, info[1], "GrpcChannel");
+    const ChannelSettings settings = ReadSettings(env, info[3], "GrpcChannel");
+    channel_ = std::make_shared<Channel>(env, info[0].As<Napi::String>().Utf8Value(), port,
                                          info[2].As<Napi::String>().Utf8Value(), settings,
                                          info[4].As<Napi::Function>());
     channel_->Hold(channel_);
