@@ -1,16 +1,20 @@
 /**
- * The client's native gRPC transport against a server that answers with
- * mutated HTTP/2: bytes flipped, frames cut short, inserted, repeated or
- * lying about their length, messages announcing any size or flag, header
- * floods, resets and GOAWAYs, all sent in random pieces. Seed 1, each case
- * on a fresh connection. Every call must end (answered, failed, or cancelled
- * at its 250 ms deadline) with a well-formed outcome, and the process stays
- * well; test/sanitizers.sh runs this under ASan and UBSan.
+ * The client's native transports against a server that answers with mutated
+ * bytes. gRPC: HTTP/2 with bytes flipped, frames cut short, inserted,
+ * repeated or lying about their length, messages announcing any size or
+ * flag, header floods, resets and GOAWAYs. HTTP/1.1: responses with bytes
+ * flipped, cut short, repeated, lying lengths, chunk sizes of any value,
+ * header floods and interim responses. All sent in random pieces. Seed 1,
+ * each case on a fresh connection. Every call must end (answered, failed, or
+ * cancelled at its deadline: 250 ms for gRPC, 100 ms for HTTP) with a well-formed outcome, and the
+ * process stays well; test/sanitizers.sh runs this under ASan and UBSan.
  */
 import { createServer, type Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { random } from '../bench/chaos-workload.js';
 import { NativeGrpcConnection, nativeGrpcChannelClass } from '../lib/client/native-grpc.js';
+import { NativeHttpExchange, nativeHttpChannelClass } from '../lib/client/native-http.js';
+import { TritonError } from '../lib/errors.js';
 import { FLAG, FRAME, frame, grpcMessage, hpackLiteral, settingsFrame } from './h2-frames.js';
 
 const CASES = 1000;
@@ -179,6 +183,149 @@ describe('the native gRPC transport against a fuzzing server', () => {
       }
       expect(malformed).toEqual([]);
       // The mutations reach every outcome, so the cases test what they are meant to.
+      expect(outcomes.answered).toBeGreaterThan(0);
+      expect(outcomes.failed).toBeGreaterThan(0);
+      expect(outcomes.cancelled).toBeGreaterThan(0);
+      expect(outcomes.answered + outcomes.failed + outcomes.cancelled).toBe(CASES);
+    } finally {
+      await server.close();
+    }
+  }, 120_000);
+});
+
+/** Case `index`'s HTTP/1.1 answer, in pieces, and whether the server then hangs up. */
+function mutatedHttp(index: number): { pieces: Buffer[]; hangUp: boolean } {
+  const next = random(7_000_003 * (index + 1));
+  const pick = (n: number): number => Math.floor(next() * n);
+  const body = '{"live":true}';
+  let head = ['HTTP/1.1 200 OK', 'Content-Type: application/json', `Content-Length: ${body.length}`];
+  let tail = body;
+  const mutations = 1 + pick(3);
+  const edits: Array<(bytes: Buffer) => Buffer> = [];
+  for (let m = 0; m < mutations; m++) {
+    switch (pick(9)) {
+      case 0:
+        // Bytes flipped anywhere.
+        edits.push((bytes) => {
+          const copy = Buffer.from(bytes);
+          for (let i = pick(8) + 1; i > 0; i--) copy[pick(copy.length)] = pick(256);
+          return copy;
+        });
+        break;
+      case 1:
+        edits.push((bytes) => bytes.subarray(0, pick(bytes.length)));
+        break;
+      case 2:
+        // A length that lies, or none, or two.
+        head = head.filter((line) => !line.startsWith('Content-Length'));
+        if (pick(3) > 0) head.push(`Content-Length: ${pick(2) === 0 ? pick(40) : Math.floor(next() * 2 ** 40)}`);
+        if (pick(3) === 0) head.push(`Content-Length: ${pick(40)}`);
+        break;
+      case 3: {
+        // Chunked, with chunk sizes that may lie.
+        head = head.filter((line) => !line.startsWith('Content-Length'));
+        head.push('Transfer-Encoding: chunked');
+        const size = pick(2) === 0 ? body.length : Math.floor(next() * 2 ** 48);
+        tail = `${size.toString(16)}${pick(2) === 0 ? ';ext' : ''}\r\n${body}\r\n${pick(2) === 0 ? '0\r\n\r\n' : ''}`;
+        break;
+      }
+      case 4:
+        for (let i = 100 + pick(200); i > 0; i--) head.push(`x-h${i}: ${'v'.repeat(pick(400))}`);
+        break;
+      case 5:
+        head.unshift('HTTP/1.1 100 Continue', '');
+        break;
+      case 6:
+        head.push(['Connection: close', 'Content-Encoding: gzip', 'Inference-Header-Content-Length: 99', 'Transfer-Encoding: gzip', ' folded'][pick(5)]!);
+        break;
+      case 7:
+        head[head.findIndex((line) => line.startsWith('HTTP/'))] = ['HTTP/2 200', 'HTTP/1.1 99 X', 'HTTP/1.1 20x', 'ICY 200 OK', 'HTTP/1.1 101 Switching'][pick(5)]!;
+        break;
+      default:
+        edits.push((bytes) => Buffer.concat([bytes, bytes]));
+    }
+  }
+  let bytes = Buffer.from(`${head.join('\r\n')}\r\n\r\n${tail}`, 'latin1');
+  for (const edit of edits) bytes = edit(bytes);
+  const pieces: Buffer[] = [];
+  for (let at = 0; at < bytes.length; ) {
+    const size = 1 + pick(Math.max(1, bytes.length - at));
+    pieces.push(bytes.subarray(at, at + size));
+    at += size;
+  }
+  return { pieces, hangUp: pick(3) === 0 };
+}
+
+/** A server that answers each request with case `current()`'s bytes. */
+async function fuzzHttpServer(current: () => number): Promise<{ port: number; close(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    socket.on('error', () => undefined);
+    socket.setNoDelay(true);
+    let buffered = '';
+    socket.on('data', (chunk: Buffer) => {
+      buffered += chunk.toString('latin1');
+      for (let end = buffered.indexOf('\r\n\r\n'); end >= 0; end = buffered.indexOf('\r\n\r\n')) {
+        buffered = buffered.slice(end + 4);
+        const { pieces, hangUp } = mutatedHttp(current());
+        void (async () => {
+          for (const piece of pieces) {
+            if (socket.destroyed) return;
+            socket.write(piece);
+            await new Promise((resolve) => setImmediate(resolve));
+          }
+          if (hangUp) socket.end();
+        })();
+      }
+    });
+  });
+  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
+  return {
+    port: (server.address() as { port: number }).port,
+    close: () => {
+      for (const socket of sockets) socket.destroy();
+      return new Promise<void>((done) => server.close(() => done()));
+    },
+  };
+}
+
+describe('the native HTTP transport against a fuzzing server', () => {
+  it(`ends every request of ${CASES} mutated answers (seed 1) with a well-formed outcome`, async () => {
+    const channel = nativeHttpChannelClass();
+    if (typeof channel === 'string') throw new Error(channel);
+    let index = 0;
+    const server = await fuzzHttpServer(() => index);
+    const outcomes = { answered: 0, failed: 0, cancelled: 0 };
+    const malformed: string[] = [];
+    try {
+      for (; index < CASES; index++) {
+        const exchange = new NativeHttpExchange(channel, `http://127.0.0.1:${server.port}`, { host: '127.0.0.1', port: server.port }, { connectTimeoutMs: 1000, keepAliveMs: 60_000, maxMessageBytes: 1024, connections: 1 });
+        // 100 ms: a local server's answer is there well before; what is cut short waits this long.
+        const call = exchange.request('GET', '/v2/health/live', {}, undefined, { deadline: undefined, signal: AbortSignal.timeout(100), headers: {} });
+        let guard: NodeJS.Timeout | undefined;
+        const hung = new Promise<'hung'>((resolve) => {
+          guard = setTimeout(() => resolve('hung'), 3000);
+        });
+        const outcome = await Promise.race([call.then((answer) => ({ answer }), (error: unknown) => ({ error })), hung]);
+        clearTimeout(guard);
+        exchange.close();
+        if (outcome === 'hung') {
+          malformed.push(`case ${index}: the request did not end`);
+        } else if ('answer' in outcome) {
+          const { status, bytes } = outcome.answer;
+          if (!(bytes instanceof Uint8Array) || !(status >= 200 && status <= 599) || bytes.byteLength > 1024 + 1024 * 1024) malformed.push(`case ${index}: answered ${status} with ${String(bytes)}`);
+          else outcomes.answered++;
+        } else if (!(outcome.error instanceof TritonError) || outcome.error.message === '') {
+          malformed.push(`case ${index}: ${String(outcome.error)}`);
+        } else if (outcome.error.code === 'CANCELLED') {
+          outcomes.cancelled++;
+        } else {
+          outcomes.failed++;
+        }
+      }
+      expect(malformed).toEqual([]);
       expect(outcomes.answered).toBeGreaterThan(0);
       expect(outcomes.failed).toBeGreaterThan(0);
       expect(outcomes.cancelled).toBeGreaterThan(0);

@@ -28,7 +28,7 @@ let frontends: KServeFrontends;
 beforeAll(async () => {
   server = await startServer();
   for (const name of ['identity_fp32', 'slow']) await server.loadModel(name);
-  frontends = await serveKServe(server, { grpc: { port: 0 } });
+  frontends = await serveKServe(server, { grpc: { port: 0 }, http: { port: 0 } });
 });
 
 afterAll(async () => {
@@ -211,17 +211,17 @@ describe('the native gRPC transport against serveKServe', () => {
     }
   });
 
-  it('a client never closed lets its process exit; a worker ended with a call in flight leaves the process well', async () => {
-    const port = frontends.grpc!.port;
+  it.each(['grpc', 'http'] as const)('a client never closed lets its process exit; a worker ended with a call in flight leaves the process well (%s)', async (protocol) => {
+    const target = `${protocol}://127.0.0.1:${protocol === 'grpc' ? frontends.grpc!.port : frontends.http!.port}`;
     const lib = JSON.stringify(resolve(REPO_ROOT, 'lib/client/index.ts'));
     const runTs = JSON.stringify(resolve(REPO_ROOT, 'test/fixtures/run-ts.mjs'));
     const fixture = JSON.stringify(resolve(REPO_ROOT, 'test/fixtures/client-worker.ts'));
     const script = `
       import { Worker } from 'node:worker_threads';
       const { Client } = await import(${lib});
-      const client = await Client.connect('grpc://127.0.0.1:${port}', { transport: 'native' });
+      const client = await Client.connect('${target}', { transport: 'native' });
       const out = await client.model('identity_fp32').infer({ inputs: { INPUT0: { shape: [1, 2], data: new Float32Array([3, 4]) } } });
-      const worker = new Worker(${runTs}, { execArgv: [], workerData: { module: ${fixture}, target: 'grpc://127.0.0.1:${port}' } });
+      const worker = new Worker(${runTs}, { execArgv: [], workerData: { module: ${fixture}, target: '${target}' } });
       const workerTransport = await new Promise((done, fail) => { worker.once('message', done); worker.once('error', fail); });
       await worker.terminate();
       const again = await client.live();

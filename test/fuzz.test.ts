@@ -16,7 +16,7 @@ const run = promisify(execFile);
 // these harnesses never touch.
 const REPO_ROOT = resolve(import.meta.dirname, '..');
 const BUILD = resolve(REPO_ROOT, 'build/fuzz');
-const HARNESSES = ['http_head_fuzzer', 'http_infer_fuzzer', 'grpc_infer_fuzzer'];
+const HARNESSES = ['http_head_fuzzer', 'http_infer_fuzzer', 'grpc_infer_fuzzer', 'http_response_fuzzer'];
 const RUNS = 200_000;
 
 interface Outcome {

@@ -248,7 +248,10 @@ class HttpChannel : public LoopChannel {
     HttpCall* call = conn->call;
     if (status != ResponseReader::Status::kDone) {
       const bool large = conn->reader.too_large();
-      std::string why = conn->out_of_memory ? "no memory for a response body" : conn->reader.error();
+      std::string why = conn->out_of_memory ? "no memory for a response body"
+                        : large ? "the response is larger than maxMessageBytes (" +
+                                      std::to_string(settings_.max_message_bytes) + ")"
+                                : conn->reader.error();
       ReleaseBody(conn);
       conn->call = nullptr;
       End(call, large || conn->out_of_memory ? kStatusResourceExhausted : kStatusInternal, std::move(why), kNoFault);

@@ -198,6 +198,27 @@ grpcMessages['shared-memory-and-raw'] = ModelInfer!.requestSerialize({
   raw_input_contents: [Buffer.from([0x80, 0x3f, 0x00, 0x40])],
 });
 
+// ---- HTTP responses for http_response_fuzzer: a piece size byte, then what a server sends on one connection.
+
+const inferJson = JSON.stringify({ model_name: 'identity_fp32', model_version: '1', outputs: [{ name: 'OUTPUT0', datatype: 'FP32', shape: [1, 2], parameters: { binary_data_size: 8 } }] });
+const responses: Record<string, Buffer> = {
+  'binary-infer': Buffer.concat([
+    Buffer.from([7]),
+    Buffer.from(
+      `HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nInference-Header-Content-Length: ${inferJson.length}\r\n` +
+        `Content-Length: ${inferJson.length + 8}\r\n\r\n${inferJson}`,
+    ),
+    Buffer.from(new Float32Array([1, 2]).buffer),
+  ]),
+  'chunked-trailers-then-keep-alive': Buffer.from(
+    '\x05HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4;x=y\r\n{"a"\r\n3\r\n:1}\r\n0\r\nx-t: 1\r\n\r\n' +
+      'HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: 19\r\n\r\n{"error":"no such"}',
+    'latin1',
+  ),
+  'interim-then-until-close': Buffer.from('\x03HTTP/1.1 100 Continue\r\n\r\nHTTP/1.0 200 OK\r\nConnection: close\r\n\r\n{"live":true}', 'latin1'),
+  'gzip-no-content': Buffer.from('\x40HTTP/1.1 204 No Content\r\nContent-Encoding: gzip\r\nConnection: keep-alive, close\r\n\r\n', 'latin1'),
+};
+
 rmSync(CORPUS, { recursive: true, force: true });
 for (const [name, body] of Object.entries(httpBodies)) {
   const json = Buffer.from(body.json);
@@ -205,4 +226,5 @@ for (const [name, body] of Object.entries(httpBodies)) {
 }
 for (const [name, bytes] of Object.entries(heads)) write('http_head_fuzzer', name, bytes);
 for (const [name, bytes] of Object.entries(grpcMessages)) write('grpc_infer_fuzzer', name, bytes);
+for (const [name, bytes] of Object.entries(responses)) write('http_response_fuzzer', name, bytes);
 console.log(`seeds written under ${CORPUS}`);

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs one fuzzer for longer than test/fuzz.test.ts does:
 #   test/fuzz/run.sh HARNESS SECONDS [libFuzzer flags...]
-# HARNESS: http_head_fuzzer, http_infer_fuzzer or grpc_infer_fuzzer (the
-# _fuzzer may be left off). Builds build/fuzz first (clang++, or $CXX), then
+# HARNESS: http_head_fuzzer, http_infer_fuzzer, grpc_infer_fuzzer or
+# http_response_fuzzer (the _fuzzer may be left off). Builds build/fuzz first
+# (clang++, or $CXX), then
 # fuzzes for SECONDS in one process on build/fuzz/corpus/HARNESS, a corpus
 # seeded from test/fuzz/corpus/HARNESS that keeps what each run finds (the
 # committed seeds are never written to). A crashing input lands in
@@ -19,8 +20,8 @@ harness=${1%_fuzzer}_fuzzer
 seconds=$2
 shift 2
 case $harness in
-  http_head_fuzzer | http_infer_fuzzer | grpc_infer_fuzzer) ;;
-  *) echo "unknown harness: $harness (http_head_fuzzer, http_infer_fuzzer, grpc_infer_fuzzer)" >&2; exit 2 ;;
+  http_head_fuzzer | http_infer_fuzzer | grpc_infer_fuzzer | http_response_fuzzer) ;;
+  *) echo "unknown harness: $harness (http_head_fuzzer, http_infer_fuzzer, grpc_infer_fuzzer, http_response_fuzzer)" >&2; exit 2 ;;
 esac
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
