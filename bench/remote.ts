@@ -15,7 +15,8 @@
  * tritonclient, e.g. with PYTHONPATH set), --in-process (also run the load
  * in-process on TRITONSERVER_LIBRARY, or the test core, with test/models),
  * --server-pid PID (the endpoint's server process, e.g. tritonserver's: its
- * CPU per call is reported too), --json FILE. Rows whose tool is not given
+ * CPU per call is reported too), --transport (auto, native or js: the
+ * client's option), --json FILE. Rows whose tool is not given
  * are left out.
  *
  * CPU per call: this client's is the bench process's CPU over the window
@@ -51,7 +52,7 @@ const { values: args } = parseArgs({
     tritonclient: { type: 'string' },
     'in-process': { type: 'boolean', default: false },
     'server-pid': { type: 'string' },
-    /** The gRPC client's transport (the client option): auto, native or js. */
+    /** The client's transport (the client option): auto, native or js. */
     transport: { type: 'string', default: 'auto' },
     json: { type: 'string' },
   },
@@ -201,7 +202,7 @@ if (args.grpc === undefined && args.http === undefined) {
 const clients: Partial<Record<'grpc' | 'http', Client>> = {};
 for (const protocol of protocols) {
   const url = endpoints[protocol];
-  if (url !== undefined) clients[protocol] = await Client.connect(`${protocol}://${url}`, protocol === 'grpc' ? { transport: args.transport as 'auto' | 'native' | 'js' } : {});
+  if (url !== undefined) clients[protocol] = await Client.connect(`${protocol}://${url}`, { transport: args.transport as 'auto' | 'native' | 'js' });
 }
 
 interface Row {

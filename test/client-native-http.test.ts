@@ -224,11 +224,12 @@ describe('the native HTTP transport against a misbehaving server', () => {
     );
   });
 
-  it('drops a connection the server writes to while it is idle, and the next call takes a new one', async () => {
+  it('drops a connection the server writes to while it is idle, or past a response, and the next call takes a new one', async () => {
     const sockets: Socket[] = [];
     await against(
       (_request, socket) => {
-        socket.write(ok(METADATA));
+        // The second answer comes with bytes after it, in the same write.
+        socket.write(sockets.length === 1 ? `${ok(METADATA)}HTTP/1.1 200 OK\r\n` : ok(METADATA));
         sockets.push(socket);
       },
       async (client, server) => {
@@ -237,6 +238,8 @@ describe('the native HTTP transport against a misbehaving server', () => {
         await new Promise((resolve) => setTimeout(resolve, 50));
         expect((await client.metadata()).name).toBe('raw');
         expect(server.connections()).toBe(2);
+        expect((await client.metadata()).name).toBe('raw');
+        expect(server.connections()).toBe(3);
       },
     );
   });

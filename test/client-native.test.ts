@@ -3,8 +3,9 @@
  * servers that misbehave: what the network may make it hold is bounded
  * (message sizes, headers), protocol faults end calls with clear errors,
  * GOAWAY moves new calls to a new connection, the server's stream limit
- * queues calls rather than failing them, and a client left open neither
- * keeps its process alive nor crashes a worker that ends under it.
+ * queues calls rather than failing them, and a client left open (gRPC or
+ * HTTP) neither keeps its process alive nor crashes a worker that ends
+ * under it. The HTTP transport's hostile servers: client-native-http.test.ts.
  */
 import { execFile } from 'node:child_process';
 import http2, { type ServerHttp2Stream } from 'node:http2';

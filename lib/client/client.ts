@@ -242,7 +242,7 @@ export class Client implements InferenceServer, AsyncDisposable {
     return this.#targets.protocol;
   }
 
-  /** Who makes the calls: the addon (`'native'`, gRPC) or Node's `node:http2`/undici (`'js'`); see the `transport` option. */
+  /** Who makes the calls: the addon (`'native'`) or `node:http2`/undici (`'js'`); see the `transport` option. */
   readonly transport: 'native' | 'js';
 
   /** @internal Runs one call on an endpoint, with the call's deadline and abort, retried when `repeatable`. */

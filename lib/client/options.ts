@@ -59,15 +59,16 @@ export const clientOptionsSchema = z.strictObject({
    */
   keepAliveMs: z.number().int().positive().default(300_000),
   /**
-   * gRPC only: who makes the calls. `'native'`: the addon, with HTTP/2
-   * (nghttp2) on this thread's event loop, a third of `'js'`'s CPU per
-   * small call; not yet with TLS or compression. `'js'`: `node:http2`.
-   * `'auto'` (the default): native where the addon loads and the options ask
-   * for nothing it lacks, else js. `client.transport` says which it is.
+   * Who makes the calls. `'native'`: the addon, on this thread's event loop
+   * (gRPC: HTTP/2 with nghttp2; HTTP: HTTP/1.1 keep-alive connections), with
+   * less CPU per call than `'js'`; not yet with TLS or compression. `'js'`:
+   * `node:http2` (gRPC) or undici (HTTP). `'auto'` (the default): native
+   * where the addon loads and the options ask for nothing it lacks, else js.
+   * `client.transport` says which it is.
    */
   transport: z.enum(['auto', 'native', 'js']).default('auto'),
-  /** HTTP only: connections per endpoint. */
-  connections: z.number().int().positive().default(32),
+  /** HTTP only: connections per endpoint (one request in flight on each). */
+  connections: z.number().int().positive().max(65536).default(32),
   /**
    * Retries of calls that failed with a lost connection or UNAVAILABLE, on
    * another endpoint where there is one: by default 3 attempts in all,

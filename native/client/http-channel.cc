@@ -6,7 +6,8 @@
 // the response (http-response.cc) and hands JS the status, the
 // Inference-Header-Content-Length and the body, in one Uint8Array whose
 // binary part starts 8-byte aligned. Deadlines and cancellation are JS's:
-// a cancelled request closes its connection (HTTP/1.1 has no other way).
+// a cancelled request closes its connection (HTTP/1.1 has no other way),
+// as does a response followed by bytes no request asked for.
 //
 // Bounded: a response's head (64 KiB, 128 headers), its body (the
 // client's maxMessageBytes and 1 MiB for the JSON header), reads (64 KiB
@@ -221,10 +222,8 @@ class HttpChannel : public LoopChannel {
     size_t used = 0;
     const ResponseReader::Status status = conn->reader.Feed(data, size, conn, &used);
     if (status == ResponseReader::Status::kMore) return;
-    if (status == ResponseReader::Status::kDone && used < size) {
-      Break(conn, "the server sent more than one response to a request", true);
-      return;
-    }
+    // Bytes past the response answer no request: the response stands, the connection goes.
+    if (status == ResponseReader::Status::kDone && used < size) conn->head.close = true;
     Finish(conn, status);
   }
 
