@@ -245,7 +245,7 @@ function mutatedHttp(index: number): { pieces: Buffer[]; hangUp: boolean } {
         edits.push((bytes) => Buffer.concat([bytes, bytes]));
     }
   }
-  let bytes = Buffer.from(`${head.join('\r\n')}\r\n\r\n${tail}`, 'latin1');
+  let bytes: Buffer = Buffer.from(`${head.join('\r\n')}\r\n\r\n${tail}`, 'latin1');
   for (const edit of edits) bytes = edit(bytes);
   const pieces: Buffer[] = [];
   for (let at = 0; at < bytes.length; ) {
