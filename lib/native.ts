@@ -270,7 +270,8 @@ export type NativeChannelEvents = (...events: Array<number | string | Uint8Array
  * The client's native HTTP/1.1 channel (native/client/http-channel.cc): up
  * to `connections` keep-alive connections, one request at a time on each.
  * `start` takes the request's head (request line and headers, the blank
- * line included) and its body, and returns the request's id; its response
+ * line included) and its body's pieces (written in order, without a copy),
+ * and returns the request's id; its response
  * comes as `id, 0, body, status, inferenceHeaderLength (-1: none)`, the body
  * a Uint8Array whose binary part starts 8-byte aligned, or it ends as
  * `id, 1, code, message, fault` (a gRPC status code: 8 for a response past
@@ -278,7 +279,7 @@ export type NativeChannelEvents = (...events: Array<number | string | Uint8Array
  * failed; fault as NativeGrpcEvents').
  */
 export interface NativeHttpChannel {
-  start(head: string, body: Uint8Array | undefined): number;
+  start(head: string, body: readonly Uint8Array[]): number;
   /** Closes the request's connection; no event comes for it any more. */
   cancel(id: number): void;
   /** No new request; the connections close once the requests in flight are over. */

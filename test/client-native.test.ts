@@ -212,6 +212,25 @@ describe('the native gRPC transport against serveKServe', () => {
     }
   });
 
+  it('requests that wait for the one connection each go with their own tensors (HTTP)', async () => {
+    const client = await Client.connect(`http://127.0.0.1:${frontends.http!.port}`, { transport: 'native', connections: 1 });
+    try {
+      const slow = client.model('slow');
+      // The first holds the connection for a while; the others wait, with their bodies copied (nothing else holds them).
+      const calls = Array.from({ length: 6 }, (_, i) =>
+        slow.infer({ inputs: { INPUT0: { shape: [4096], data: new Float32Array(4096).fill(i) }, DELAY_MS: new Uint32Array([i === 0 ? 100 : 0]) } }),
+      );
+      const outputs = await Promise.all(calls);
+      outputs.forEach((response, i) => {
+        const data = response.outputs.OUTPUT0!.data as Float32Array;
+        expect(data.length).toBe(4096);
+        expect(data.every((value) => value === i)).toBe(true);
+      });
+    } finally {
+      await client.close();
+    }
+  });
+
   it.each(['grpc', 'http'] as const)('a client never closed lets its process exit; a worker ended with a call in flight leaves the process well (%s)', async (protocol) => {
     const target = `${protocol}://127.0.0.1:${protocol === 'grpc' ? frontends.grpc!.port : frontends.http!.port}`;
     const lib = JSON.stringify(resolve(REPO_ROOT, 'lib/client/index.ts'));

@@ -84,9 +84,13 @@ export interface HttpAnswer {
   bytes: Uint8Array;
 }
 
-/** Requests to one address: rejects with a ConnectionError, or CANCELLED when `call.signal` aborts. */
+/**
+ * Requests to one address: rejects with a ConnectionError, or CANCELLED when
+ * `call.signal` aborts. The body comes in pieces (an inference request's
+ * JSON header and each tensor), sent one after another; undefined: none.
+ */
 export interface HttpExchange {
-  request(method: 'GET' | 'POST', path: string, headers: Record<string, string>, body: Uint8Array | undefined, call: Call): Promise<HttpAnswer>;
+  request(method: 'GET' | 'POST', path: string, headers: Record<string, string>, body: readonly Uint8Array[] | undefined, call: Call): Promise<HttpAnswer>;
   close(): void;
 }
 
@@ -196,7 +200,7 @@ class UndiciExchange implements HttpExchange {
     });
   }
 
-  async request(method: 'GET' | 'POST', path: string, headers: Record<string, string>, body: Uint8Array | undefined, call: Call): Promise<HttpAnswer> {
+  async request(method: 'GET' | 'POST', path: string, headers: Record<string, string>, body: readonly Uint8Array[] | undefined, call: Call): Promise<HttpAnswer> {
     let signal = call.signal;
     if (call.deadline !== undefined) {
       const left = Math.max(0, call.deadline - Date.now());
@@ -204,7 +208,8 @@ class UndiciExchange implements HttpExchange {
       signal = signal === undefined ? timeout : AbortSignal.any([signal, timeout]);
     }
     try {
-      const response = await this.#pool.request({ path, method, headers, body: body ?? null, signal: signal ?? null });
+      const payload = body === undefined ? null : body.length === 1 ? body[0]! : Buffer.concat(body);
+      const response = await this.#pool.request({ path, method, headers, body: payload, signal: signal ?? null });
       const lengthHeader = response.headers[INFER_HEADER];
       const headerLength = typeof lengthHeader === 'string' ? Number(lengthHeader) : undefined;
       const length = response.headers['content-length'];
@@ -255,13 +260,13 @@ class HttpTransport implements Transport {
   }
 
   /** One request, its response read whole (decompressed); rejects where the connection fails. */
-  async #request(method: 'GET' | 'POST', path: string, call: Call, body?: Uint8Array | string, extraHeaders?: Record<string, string>): Promise<HttpAnswer> {
+  async #request(method: 'GET' | 'POST', path: string, call: Call, body?: readonly Uint8Array[] | string, extraHeaders?: Record<string, string>): Promise<HttpAnswer> {
     const headers: Record<string, string> = { ...this.#headers, ...call.headers, ...extraHeaders };
-    let payload = typeof body === 'string' ? Buffer.from(body) : body;
+    let payload = typeof body === 'string' ? [Buffer.from(body)] : body;
     if (payload !== undefined) {
       headers['content-type'] ??= 'application/json';
-      if (this.#compress && payload.length > 0) {
-        payload = await gzipAsync(payload);
+      if (this.#compress && payload.some((part) => part.byteLength > 0)) {
+        payload = [await gzipAsync(Buffer.concat(payload))];
         headers['content-encoding'] = 'gzip';
       }
     }
@@ -375,13 +380,8 @@ class HttpTransport implements Transport {
       }));
     }
     const json = Buffer.from(jsonText(header));
-    const body = Buffer.allocUnsafe(json.byteLength + request.byteLength);
-    json.copy(body, 0);
-    let offset = json.byteLength;
-    for (const input of request.inputs) {
-      body.set(input.bytes, offset);
-      offset += input.bytes.byteLength;
-    }
+    // The tensors go as they are, after the header: the exchange writes the pieces in order.
+    const body = [json, ...request.inputs.map((input) => input.bytes)];
     const answer = await this.#request('POST', `${modelPath(request.model, request.version)}/infer`, call, body, {
       'content-type': 'application/octet-stream',
       [INFER_HEADER]: String(json.byteLength),

@@ -20,6 +20,7 @@ export function nativeHttpChannelClass(): NativeHttpChannelClass | string {
 }
 
 const EVENT_RESPONSE = 0;
+const NO_BODY: readonly Uint8Array[] = [];
 const FAULT_NONE = 0;
 const FAULT_SENT = 1;
 // The channel's own failures, as gRPC status codes: too large, or a response it could not read.
@@ -91,19 +92,24 @@ export class NativeHttpExchange implements HttpExchange {
     }
   };
 
-  request(method: 'GET' | 'POST', path: string, headers: Record<string, string>, body: Uint8Array | undefined, call: Call): Promise<HttpAnswer> {
+  request(method: 'GET' | 'POST', path: string, headers: Record<string, string>, body: readonly Uint8Array[] | undefined, call: Call): Promise<HttpAnswer> {
     if (this.#closed) return Promise.reject(new ConnectionError('the client is closed', this.#endpoint, { sent: false }));
     if (headers !== this.#lastHeaders) {
       this.#lastLines = headerLines(headers, this.#endpoint);
       this.#lastHeaders = headers;
     }
     const { lines, host } = this.#lastLines;
-    const length = body === undefined ? (method === 'POST' ? 'content-length: 0\r\n' : '') : `content-length: ${body.byteLength}\r\n`;
+    let length = '';
+    if (body !== undefined || method === 'POST') {
+      let bytes = 0;
+      for (const part of body ?? []) bytes += part.byteLength;
+      length = `content-length: ${bytes}\r\n`;
+    }
     const head = `${method} ${path} HTTP/1.1\r\n${host ? '' : `host: ${this.#host}\r\n`}${lines}${length}\r\n`;
     const signal = call.signal;
     if (signal?.aborted) return Promise.reject(this.#cancelled(call));
     return new Promise((resolve, reject) => {
-      const id = this.#channel.start(head, body);
+      const id = this.#channel.start(head, body ?? NO_BODY);
       const onAbort = (): void => {
         if (!this.#pending.delete(id)) return;
         this.#channel.cancel(id);

@@ -2,7 +2,10 @@
 // `connections` keep-alive connections to one address and makes one
 // request at a time on each (no pipelining), on the JS thread's own loop.
 // JS writes a request's head (it knows the routes and headers) and hands
-// its body over as it is; the channel writes both without a copy, reads
+// its body over in pieces as they are (the JSON header, each tensor); the
+// channel writes them in one writev, without a copy where the socket takes
+// them at once (a request that waits keeps a copy: JS may change its
+// arrays once its call returns), reads
 // the response (http-response.cc) and hands JS the status, the
 // Inference-Header-Content-Length and the body, in one Uint8Array whose
 // binary part starts 8-byte aligned. Deadlines and cancellation are JS's:
@@ -42,21 +45,26 @@ constexpr size_t kHeaderAllowance = 1024 * 1024;
 
 struct HttpConnection;
 
+// A piece of a request's body: the bytes of a Uint8Array while JS's call
+// into the channel lasts, then the call's own copy.
+struct BodyPart {
+  const char* data = nullptr;
+  size_t size = 0;
+};
+
 struct HttpCall {
   uint32_t id = 0;
-  std::string head;                   // request line and headers, blank line included
-  Napi::Reference<Napi::Value> body;  // a Uint8Array, or empty
-  const char* body_data = nullptr;
-  size_t body_size = 0;
+  std::string head;  // request line and headers, blank line included
+  std::vector<BodyPart> body;
+  std::string owned;  // the body, once it outlives the call from JS
   HttpConnection* conn = nullptr;  // null while queued
 };
 
-// A write in flight: it holds the body until libuv is done with it.
+// What the socket did not take at once, copied: libuv writes it later.
 struct HttpWrite {
   uv_write_t req{};  // its data: this HttpWrite
   HttpConnection* conn = nullptr;
-  std::string head;
-  Napi::Reference<Napi::Value> body;
+  std::string bytes;
 };
 
 // Its timer: the connect timeout, then the idle timeout.
@@ -84,22 +92,20 @@ class HttpChannel : public LoopChannel {
   HttpChannel(Napi::Env env, std::string host, int port, ChannelSettings settings, Napi::Function on_events)
       : LoopChannel(env, std::move(host), port, settings, on_events, "tritonserver-node:http-channel") {}
 
-  // A request: its head and body (null: none). Events come from a zero timer.
-  uint32_t Start(std::string head, Napi::Value body, const char* data, size_t size) {
+  // A request: its head and its body's pieces. Events come from a zero timer.
+  uint32_t Start(std::string head, std::vector<BodyPart> body) {
     auto call = std::make_unique<HttpCall>();
     HttpCall* raw = call.get();
     do raw->id = ++next_id_;
     while (raw->id == 0 || calls_.count(raw->id) > 0);
     raw->head = std::move(head);
-    if (data != nullptr) {
-      raw->body = Napi::Persistent(body);
-      raw->body_data = data;
-      raw->body_size = size;
-    }
+    raw->body = std::move(body);
     calls_.emplace(raw->id, std::move(call));
     CallStarted();
     queue_.push_back(raw);
     Pump();
+    // JS may change its arrays once this returns: what waits keeps a copy.
+    if (calls_.count(raw->id) > 0 && (raw->conn == nullptr || !raw->conn->written)) Own(raw);
     ScheduleDispatch();
     return raw->id;
   }
@@ -157,23 +163,49 @@ class HttpChannel : public LoopChannel {
     }
   }
 
+  void Own(HttpCall* call) {
+    size_t size = 0;
+    for (const BodyPart& part : call->body) size += part.size;
+    call->owned.reserve(size);
+    for (const BodyPart& part : call->body) call->owned.append(part.data, part.size);
+    call->body.assign(1, BodyPart{call->owned.data(), call->owned.size()});
+  }
+
+  // Writes the request at once where the socket takes it (most requests:
+  // no copy, no write request, no watcher to change); what is left is
+  // copied and goes with uv_write.
   void Write(HttpConnection* conn) {
     HttpCall* call = conn->call;
     conn->written = true;
     conn->reader.Reset();
+    std::vector<uv_buf_t> bufs;
+    bufs.reserve(1 + call->body.size());
+    bufs.push_back(uv_buf_init(call->head.data(), static_cast<unsigned>(call->head.size())));
+    for (const BodyPart& part : call->body)
+      bufs.push_back(uv_buf_init(const_cast<char*>(part.data), static_cast<unsigned>(part.size)));
+    const int written = uv_try_write(reinterpret_cast<uv_stream_t*>(&conn->tcp), bufs.data(),
+                                     static_cast<unsigned>(bufs.size()));
+    if (written < 0 && written != UV_EAGAIN) {
+      Break(conn, std::string("write ") + uv_err_name(written), true);
+      return;
+    }
+    size_t skip = written > 0 ? static_cast<size_t>(written) : 0;
+    std::string rest;
+    for (const uv_buf_t& buf : bufs) {
+      if (skip >= buf.len) {
+        skip -= buf.len;
+        continue;
+      }
+      rest.append(buf.base + skip, buf.len - skip);
+      skip = 0;
+    }
+    if (rest.empty()) return;
     auto* write = new HttpWrite();
     write->req.data = write;
     write->conn = conn;
-    write->head = call->head;
-    uv_buf_t bufs[2];
-    bufs[0] = uv_buf_init(write->head.data(), static_cast<unsigned>(write->head.size()));
-    unsigned count = 1;
-    if (call->body_size > 0) {
-      write->body = Napi::Persistent(call->body.Value());
-      bufs[1] = uv_buf_init(const_cast<char*>(call->body_data), static_cast<unsigned>(call->body_size));
-      count = 2;
-    }
-    const int rc = uv_write(&write->req, reinterpret_cast<uv_stream_t*>(&conn->tcp), bufs, count, OnWritten);
+    write->bytes = std::move(rest);
+    uv_buf_t buf = uv_buf_init(write->bytes.data(), static_cast<unsigned>(write->bytes.size()));
+    const int rc = uv_write(&write->req, reinterpret_cast<uv_stream_t*>(&conn->tcp), &buf, 1, OnWritten);
     if (rc != 0) {
       delete write;
       Break(conn, std::string("write ") + uv_err_name(rc), true);
@@ -183,7 +215,7 @@ class HttpChannel : public LoopChannel {
   static void OnWritten(uv_write_t* req, int status) {
     auto* write = static_cast<HttpWrite*>(req->data);
     HttpConnection* conn = write->conn;
-    delete write;  // Node-API references: on the JS thread, as this is
+    delete write;
     if (status == 0 || status == UV_ECANCELED || conn->broken) return;
     auto* self = static_cast<HttpChannel*>(conn->channel);
     Napi::HandleScope scope(self->env_);
@@ -302,19 +334,34 @@ class HttpChannel : public LoopChannel {
     }
     const size_t size = conn->spill.size();
     const size_t pad = Pad(conn->head, size);
-    void* data = nullptr;
-    napi_value buffer = nullptr;
-    if (napi_create_arraybuffer(env_, pad + size, &data, &buffer) != napi_ok) {
-      napi_value error = nullptr;
-      napi_get_and_clear_last_exception(env_, &error);
+    char* data = nullptr;
+    napi_value buffer = NewBuffer(pad + size, &data);
+    if (buffer == nullptr) {
       conn->spill.clear();
       return nullptr;
     }
-    if (size > 0) std::memcpy(static_cast<char*>(data) + pad, conn->spill.data(), size);
+    if (size > 0) std::memcpy(data + pad, conn->spill.data(), size);
     conn->spill.clear();
     conn->spill.shrink_to_fit();
     napi_create_typedarray(env_, napi_uint8_array, size, buffer, pad, &view);
     return view;
+  }
+
+  // An ArrayBuffer of `size` bytes, not zeroed (every byte is written before
+  // JS sees it); null without memory.
+  napi_value NewBuffer(size_t size, char** data) {
+    napi_value node_buffer = nullptr;
+    void* bytes = nullptr;
+    if (napi_create_buffer(env_, size, &bytes, &node_buffer) != napi_ok) {
+      napi_value error = nullptr;
+      napi_get_and_clear_last_exception(env_, &error);
+      return nullptr;
+    }
+    napi_value buffer = nullptr;
+    size_t offset = 0;
+    napi_get_typedarray_info(env_, node_buffer, nullptr, nullptr, nullptr, &buffer, &offset);
+    *data = static_cast<char*>(bytes) - offset;
+    return buffer;
   }
 
   static size_t Pad(const ResponseHead& head, size_t size) {
@@ -337,18 +384,16 @@ class HttpChannel : public LoopChannel {
     if (!head.content_length.has_value() || !head.encoding.empty()) return true;  // spilled
     const size_t length = static_cast<size_t>(*head.content_length);
     const size_t pad = Pad(head, length);
-    void* data = nullptr;
-    napi_value buffer = nullptr;
-    // V8 hands out zeroed pages lazily: a large announced body costs
-    // address space until its bytes arrive.
-    if (napi_create_arraybuffer(env_, pad + length, &data, &buffer) != napi_ok) {
-      napi_value error = nullptr;
-      napi_get_and_clear_last_exception(env_, &error);
+    char* data = nullptr;
+    // Pages are touched as the body's bytes arrive: a large announced body
+    // costs address space until then.
+    napi_value buffer = NewBuffer(pad + length, &data);
+    if (buffer == nullptr) {
       conn->out_of_memory = true;
       return false;
     }
     conn->body = Napi::Persistent(Napi::ArrayBuffer(env_, buffer));
-    conn->body_data = static_cast<uint8_t*>(data) + pad;
+    conn->body_data = reinterpret_cast<uint8_t*>(data) + pad;
     conn->body_pad = pad;
     conn->body_have = 0;
     return true;
@@ -462,24 +507,25 @@ class HttpChannelWrap : public Napi::ObjectWrap<HttpChannelWrap> {
   }
 
  private:
-  // start(head: string, body: Uint8Array | undefined) → id
+  // start(head: string, body: Uint8Array[]) → id
   Napi::Value Start(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     if (channel_->closed()) throw Napi::Error::New(env, "the channel is closed");
-    if (info.Length() < 2 || !info[0].IsString()) throw Napi::TypeError::New(env, "start(head, body)");
-    const char* data = nullptr;
-    size_t size = 0;
-    if (!info[1].IsUndefined()) {
-      if (!info[1].IsTypedArray() || info[1].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array)
-        throw Napi::TypeError::New(env, "start: the body must be a Uint8Array");
-      Napi::Uint8Array bytes = info[1].As<Napi::Uint8Array>();
-      if (bytes.ByteLength() > 0) {
-        data = reinterpret_cast<const char*>(bytes.Data());
-        size = bytes.ByteLength();
-      }
+    if (info.Length() < 2 || !info[0].IsString() || !info[1].IsArray())
+      throw Napi::TypeError::New(env, "start(head, bodyParts)");
+    Napi::Array list = info[1].As<Napi::Array>();
+    std::vector<BodyPart> body;
+    body.reserve(list.Length());
+    for (uint32_t i = 0; i < list.Length(); ++i) {
+      Napi::Value item = list.Get(i);
+      if (!item.IsTypedArray() || item.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array)
+        throw Napi::TypeError::New(env, "start: the body's parts must be Uint8Arrays");
+      Napi::Uint8Array bytes = item.As<Napi::Uint8Array>();
+      if (bytes.ByteLength() == 0) continue;
+      body.push_back(BodyPart{reinterpret_cast<const char*>(bytes.Data()), bytes.ByteLength()});
     }
     std::string head = info[0].As<Napi::String>().Utf8Value();
-    const uint32_t id = channel_->Start(std::move(head), info[1], data, size);
+    const uint32_t id = channel_->Start(std::move(head), std::move(body));
     return Napi::Number::New(env, id);
   }
 
