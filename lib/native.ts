@@ -209,6 +209,8 @@ export interface NativeAddon extends NativeObservability {
   readonly GrpcChannel?: NativeGrpcChannelClass;
   /** The client's native HTTP/1.1 channel. */
   readonly HttpChannel: NativeHttpChannelClass;
+  /** Whether the native channels can do TLS here (Node exports OpenSSL 3 to addons). */
+  readonly clientTls: boolean;
   /** glibc's malloc_trim(0); false where the C library has none. */
   trimMallocHeap(): boolean;
   /** Synchronously ends every server of this environment (process 'exit'). */
@@ -291,6 +293,7 @@ export type NativeHttpChannelClass = new (
   port: number,
   settings: [connectTimeoutMs: number, keepAliveMs: number, maxMessageBytes: number, connections: number],
   onEvents: NativeChannelEvents,
+  tls?: NativeTlsSettings,
 ) => NativeHttpChannel;
 
 export type NativeGrpcChannelClass = new (
@@ -299,7 +302,16 @@ export type NativeGrpcChannelClass = new (
   authority: string,
   settings: [connectTimeoutMs: number, keepAliveMs: number, maxMessageBytes: number, connections: 1],
   onEvents: NativeGrpcEvents,
+  tls?: NativeTlsSettings,
 ) => NativeGrpcChannel;
+
+/**
+ * TLS for a native channel, PEM text: the CAs to trust, the client's
+ * certificate (and chain) and key for mutual TLS ('' for none), and the
+ * name or address the server's certificate must carry (sent as SNI where
+ * it is a name). The channel offers ALPN h2 (gRPC) or http/1.1.
+ */
+export type NativeTlsSettings = [ca: string, cert: string, key: string, name: string];
 
 export const NATIVE_HTTP_EVENT = { data: 0, close: 1, closed: 2 } as const;
 export type NativeHttpEvent = (typeof NATIVE_HTTP_EVENT)[keyof typeof NATIVE_HTTP_EVENT];

@@ -284,22 +284,49 @@ describe('TLS', () => {
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
-  it.each([
+  const targets = [
     ['https', () => `https://127.0.0.1:${tlsFrontends.http!.port}`],
     ['grpcs', () => `grpcs://127.0.0.1:${tlsFrontends.grpc!.port}`],
-  ])('%s: mutual TLS with a self-signed CA works; a client without the CA or its certificate fails clearly', async (_, target) => {
-    const client = await Client.connect(target(), { tls: { ca, cert: clientCert, key: clientKey, servername: 'localhost' } });
+  ] as const;
+  const cases = targets.flatMap(([name, target]) => (['native', 'js'] as const).map((transport) => [name, transport, target] as const));
+
+  it.each(cases)('%s (%s): mutual TLS with a self-signed CA works; a client without the CA or its certificate fails clearly', async (_, transport, target) => {
+    const client = await Client.connect(target(), { transport, tls: { ca, cert: clientCert, key: clientKey, servername: 'localhost' } });
     try {
+      expect(client.transport).toBe(transport);
       const response = await client.model('identity_fp32').infer({ inputs: small });
       expect(Array.from(response.outputs.OUTPUT0!.data as Float32Array)).toEqual([1, 2]);
+      // A tensor of 1 MiB each way: TLS records across many reads and writes.
+      const big = new Float32Array(256 * 1024).map((_, i) => i);
+      const echoed = await client.model('identity_fp32').infer({ inputs: { INPUT0: { shape: [1, big.length], data: big } } });
+      expect((echoed.outputs.OUTPUT0!.data as Float32Array).every((value, i) => value === i)).toBe(true);
     } finally {
       await client.close();
     }
-    const untrusted = await rejection(Client.connect(target(), { connectTimeoutMs: 3000 }));
+    const untrusted = await rejection(Client.connect(target(), { transport, connectTimeoutMs: 3000 }));
     expect(untrusted.code).toBe('UNAVAILABLE');
     expect(untrusted.message).toMatch(/could not connect.*(certificate|TLS|self.signed|SSL)/i);
-    const noCert = await rejection(Client.connect(target(), { connectTimeoutMs: 3000, tls: { ca, servername: 'localhost' } }));
+    const noCert = await rejection(Client.connect(target(), { transport, connectTimeoutMs: 3000, tls: { ca, servername: 'localhost' } }));
     expect(noCert.code).toBe('UNAVAILABLE');
+  });
+
+  it.each(cases)('%s (%s): a certificate for another name fails; an address in the certificate is checked as an address', async (_, transport, target) => {
+    const wrongName = await rejection(Client.connect(target(), { transport, connectTimeoutMs: 3000, tls: { ca, cert: clientCert, key: clientKey, servername: 'elsewhere.example' } }));
+    expect(wrongName.code).toBe('UNAVAILABLE');
+    expect(wrongName.message).toMatch(/elsewhere\.example|hostname|altname|mismatch/i);
+    // No servername: the target's address, 127.0.0.1, which the certificate carries as an IP.
+    const byAddress = await Client.connect(target(), { transport, tls: { ca, cert: clientCert, key: clientKey } });
+    try {
+      expect(await byAddress.live()).toBe(true);
+    } finally {
+      await byAddress.close();
+    }
+  });
+
+  it('a native TLS client given a key that is not PEM fails at connect with INVALID_ARG', async () => {
+    const error = await rejection(Client.connect(`grpcs://127.0.0.1:${tlsFrontends.grpc!.port}`, { transport: 'native', tls: { ca, cert: clientCert, key: 'not a key' } }));
+    expect(error.code).toBe('INVALID_ARG');
+    expect(error.message).toContain('tls.cert and tls.key do not load');
   });
 });
 

@@ -15,6 +15,7 @@ import { decodeModelInferResponse, decodeModelStreamInferResponse, encodeModelIn
 import { loadInferenceMessages, type MessageCodec } from '../kserve/proto.js';
 import { GrpcConnection, STATUS, type CallEnd, type GrpcChannel } from './h2.js';
 import { NativeGrpcConnection, nativeGrpcChannelClass } from './native-grpc.js';
+import { nativeTlsSettings } from './native-tls.js';
 import type { NativeGrpcChannelClass } from '../native.js';
 
 const SERVICE = '/inference.GRPCInferenceService/';
@@ -149,7 +150,8 @@ class GrpcTransport implements Transport {
     this.#headers = lowerCase(options.headers);
     if (native !== undefined) {
       const { connectTimeoutMs, keepAliveMs, maxMessageBytes } = options;
-      this.#connection = new NativeGrpcConnection(native, { host: where.host, port: where.port, connectTimeoutMs, keepAliveMs, maxMessageBytes });
+      const tls = where.tls ? nativeTlsSettings(options.tls, where.servername ?? where.host) : undefined;
+      this.#connection = new NativeGrpcConnection(native, { host: where.host, port: where.port, connectTimeoutMs, keepAliveMs, maxMessageBytes, ...(tls === undefined ? {} : { tls }) });
       return;
     }
     const host = where.host.includes(':') ? `[${where.host}]` : where.host;

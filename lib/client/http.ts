@@ -18,6 +18,7 @@ import { DATA_TYPE_INFO } from '../data-types.js';
 import { checkDatatype } from '../kserve/codec.js';
 import type { ResolvedClientOptions } from './options.js';
 import { NativeHttpExchange, nativeHttpChannelClass } from './native-http.js';
+import { nativeTlsSettings } from './native-tls.js';
 import { authority, type HostPort } from './targets.js';
 import {
   ConnectionError,
@@ -106,9 +107,10 @@ export async function httpTransports(
   const channel = nativeChannelFor(options, tls, nativeHttpChannelClass);
   if (channel !== undefined) {
     return {
-      make: (address) => {
-        const endpoint = `http://${authority(address)}`;
-        return new HttpTransport(new NativeHttpExchange(channel, endpoint, address, options), endpoint, options);
+      make: (address, servername) => {
+        const endpoint = `${tls ? 'https' : 'http'}://${authority(address)}`;
+        const settings = tls ? nativeTlsSettings(options.tls, servername ?? address.host) : undefined;
+        return new HttpTransport(new NativeHttpExchange(channel, endpoint, address, options, settings), endpoint, options);
       },
       native: true,
     };

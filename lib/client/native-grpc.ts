@@ -4,14 +4,15 @@
  * into the addon and its answer one batch of events back: no `node:http2`
  * stream, header objects or framing in JS. The same `GrpcChannel` as
  * h2.ts's: everything above (codecs, deadlines, retries, the pool) is shared.
- * Not yet here: TLS and compressed messages (`transport: 'auto'` uses
- * h2.ts for those).
+ * TLS is the addon's too (Node's OpenSSL, native-tls.ts); not yet here:
+ * compressed messages (`transport: 'auto'` uses h2.ts for those).
  */
 import type { Buffer } from 'node:buffer';
 import { addonExport } from '../addon-file.js';
 import { formatGrpcTimeout, percentDecode, STATUS } from '../kserve/grpc-framing.js';
 import type { NativeGrpcChannel, NativeGrpcChannelClass, NativeGrpcEvents } from '../native.js';
 import { settleUnary, type CallEnd, type CallHandlers, type GrpcChannel, type OpenCall } from './h2.js';
+import { tlsSettingsError } from './native-tls.js';
 
 const EVENT_MESSAGE = 0;
 const FAULT_NONE = 0;
@@ -28,6 +29,8 @@ export interface NativeConnectionOptions {
   connectTimeoutMs: number;
   keepAliveMs: number;
   maxMessageBytes: number;
+  /** TLS settings (nativeTlsSettings); undefined: plain TCP. */
+  tls?: [string, string, string, string];
 }
 
 /** A handler that throws is the caller's bug: it surfaces as uncaught, after the batch's other events. */
@@ -51,7 +54,11 @@ export class NativeGrpcConnection implements GrpcChannel {
   constructor(channel: NativeGrpcChannelClass, options: NativeConnectionOptions) {
     const { host, port } = options;
     const authority = `${host.includes(':') ? `[${host}]` : host}:${port}`;
-    this.#channel = new channel(host, port, authority, [options.connectTimeoutMs, options.keepAliveMs, options.maxMessageBytes, 1], this.#onEvents);
+    try {
+      this.#channel = new channel(host, port, authority, [options.connectTimeoutMs, options.keepAliveMs, options.maxMessageBytes, 1], this.#onEvents, options.tls);
+    } catch (error) {
+      throw tlsSettingsError(error);
+    }
   }
 
   readonly #onEvents: NativeGrpcEvents = (...events) => {

@@ -4,14 +4,16 @@
  * from its head (made here) and its body as it is, the response read whole
  * and handed back as one event. No undici, no socket or parser in JS.
  * Everything above (the routes, the codec, deadlines, retries, the pool)
- * is http.ts's, shared with undici's exchange. Not yet here: TLS and
- * compression (`transport: 'auto'` uses undici for those).
+ * is http.ts's, shared with undici's exchange. TLS is the addon's too
+ * (native-tls.ts); not yet here: compression (`transport: 'auto'` uses
+ * undici for it).
  */
 import { TritonError } from '../errors.js';
 import { addonExport } from '../addon-file.js';
 import type { NativeHttpChannel, NativeHttpChannelClass, NativeChannelEvents } from '../native.js';
 import type { HttpAnswer, HttpExchange } from './http.js';
 import type { HostPort } from './targets.js';
+import { tlsSettingsError } from './native-tls.js';
 import { ConnectionError, serverError, type Call } from './transport.js';
 
 /** The addon's channel class, or why there is none here. */
@@ -64,10 +66,20 @@ export class NativeHttpExchange implements HttpExchange {
   #lastHeaders: Record<string, string> | undefined;
   #lastLines = { lines: '', host: false };
 
-  constructor(channel: NativeHttpChannelClass, endpoint: string, address: HostPort, options: { connectTimeoutMs: number; keepAliveMs: number; maxMessageBytes: number; connections: number }) {
+  constructor(
+    channel: NativeHttpChannelClass,
+    endpoint: string,
+    address: HostPort,
+    options: { connectTimeoutMs: number; keepAliveMs: number; maxMessageBytes: number; connections: number },
+    tls?: [string, string, string, string],
+  ) {
     this.#endpoint = endpoint;
-    this.#host = endpoint.slice('http://'.length);
-    this.#channel = new channel(address.host, address.port, [options.connectTimeoutMs, options.keepAliveMs, options.maxMessageBytes, options.connections], this.#onEvents);
+    this.#host = endpoint.slice(endpoint.indexOf('//') + 2);
+    try {
+      this.#channel = new channel(address.host, address.port, [options.connectTimeoutMs, options.keepAliveMs, options.maxMessageBytes, options.connections], this.#onEvents, tls);
+    } catch (error) {
+      throw tlsSettingsError(error);
+    }
   }
 
   readonly #onEvents: NativeChannelEvents = (...events) => {

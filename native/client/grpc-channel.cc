@@ -84,12 +84,6 @@ struct Connection : LoopConnection {
   std::unordered_map<int32_t, Call*> streams;  // submitted, by stream id
 };
 
-struct Write {
-  uv_write_t req{};  // its data: this Write
-  Connection* conn = nullptr;
-  std::string bytes;
-};
-
 Connection* ConnOf(void* user) { return static_cast<Connection*>(user); }
 
 class Channel : public LoopChannel {
@@ -98,7 +92,12 @@ class Channel : public LoopChannel {
           Napi::Function on_events)
       : LoopChannel(env, std::move(host), port, settings, on_events, "tritonserver-node:grpc-channel"),
         h2_(*Nghttp2()),
-        authority_(std::move(authority)) {
+        authority_(std::move(authority)),
+#if defined(TSN_HAVE_OPENSSL)
+        scheme_(settings.tls != nullptr ? "https" : "http") {
+#else
+        scheme_("http") {
+#endif
     h2_.session_callbacks_new(&callbacks_);
     h2_.session_callbacks_set_on_header_callback(callbacks_, OnHeader);
     h2_.session_callbacks_set_on_frame_recv_callback(callbacks_, OnFrame);
@@ -251,7 +250,7 @@ class Channel : public LoopChannel {
       add(name, std::strlen(name), value, std::strlen(value));
     };
     literal(":method", "POST");
-    literal(":scheme", "http");
+    literal(":scheme", scheme_);
     add(":path", 5, call->path.data(), call->path.size());
     add(":authority", 10, authority_.data(), authority_.size());
     literal("content-type", "application/grpc");
@@ -528,25 +527,7 @@ class Channel : public LoopChannel {
     }
     if (!out_.empty()) {
       uv_buf_t buf = uv_buf_init(out_.data(), static_cast<unsigned>(out_.size()));
-      const int written = uv_try_write(reinterpret_cast<uv_stream_t*>(&conn->tcp), &buf, 1);
-      if (written < 0 && written != UV_EAGAIN) {
-        Break(conn, std::string("write ") + uv_err_name(written), true);
-        return;
-      }
-      const size_t done = written > 0 ? static_cast<size_t>(written) : 0;
-      if (done < out_.size()) {
-        auto* write = new Write();
-        write->bytes.assign(out_, done, std::string::npos);
-        write->req.data = write;
-        write->conn = conn;
-        uv_buf_t rest = uv_buf_init(write->bytes.data(), static_cast<unsigned>(write->bytes.size()));
-        const int rc = uv_write(&write->req, reinterpret_cast<uv_stream_t*>(&conn->tcp), &rest, 1, OnWritten);
-        if (rc != 0) {
-          delete write;
-          Break(conn, std::string("write ") + uv_err_name(rc), true);
-          return;
-        }
-      }
+      if (!SendBytes(conn, &buf, 1)) return;
     }
     // nghttp2 is done with the session (a GOAWAY both ways, an error sent).
     if (!h2_.session_want_read(conn->session) && !h2_.session_want_write(conn->session))
@@ -554,17 +535,6 @@ class Channel : public LoopChannel {
                                : "an HTTP/2 protocol error (does the server speak gRPC over HTTP/2?)",
             true);
     Settle();
-  }
-
-  static void OnWritten(uv_write_t* req, int status) {
-    auto* write = static_cast<Write*>(req->data);
-    Connection* conn = write->conn;
-    delete write;
-    if (status == 0 || status == UV_ECANCELED || conn->broken) return;
-    Channel* self = Of(conn);
-    Napi::HandleScope scope(self->env_);
-    self->Break(conn, std::string("write ") + uv_err_name(status), true);
-    self->Dispatch();
   }
 
   // Writes now, or after the events being delivered (JS may start more calls from them).
@@ -641,6 +611,7 @@ class Channel : public LoopChannel {
 
   const Nghttp2Api& h2_;
   std::string authority_;
+  const char* scheme_;
   nghttp2_session_callbacks* callbacks_ = nullptr;
   std::string out_;
   std::unordered_map<uint32_t, std::unique_ptr<Call>> calls_;
@@ -664,9 +635,10 @@ class GrpcChannelWrap : public Napi::ObjectWrap<GrpcChannelWrap> {
     Napi::Env env = info.Env();
     if (info.Length() < 5 || !info[0].IsString() || !info[1].IsNumber() || !info[2].IsString() || !info[3].IsArray() ||
         !info[4].IsFunction())
-      throw Napi::TypeError::New(env, "new GrpcChannel(host, port, authority, settings, onEvents)");
+      throw Napi::TypeError::New(env, "new GrpcChannel(host, port, authority, settings, onEvents, tls)");
     const int port = ReadPort(env, info[1], "GrpcChannel");
-    const ChannelSettings settings = ReadSettings(env, info[3], "GrpcChannel");
+    ChannelSettings settings = ReadSettings(env, info[3], "GrpcChannel");
+    ReadTls(env, info[5], "h2", &settings);
     channel_ = std::make_shared<Channel>(env, info[0].As<Napi::String>().Utf8Value(), port,
                                          info[2].As<Napi::String>().Utf8Value(), settings,
                                          info[4].As<Napi::Function>());

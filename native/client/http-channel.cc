@@ -60,12 +60,6 @@ struct HttpCall {
   HttpConnection* conn = nullptr;  // null while queued
 };
 
-// What the socket did not take at once, copied: libuv writes it later.
-struct HttpWrite {
-  uv_write_t req{};  // its data: this HttpWrite
-  HttpConnection* conn = nullptr;
-  std::string bytes;
-};
 
 // Its timer: the connect timeout, then the idle timeout.
 struct HttpConnection : LoopConnection, ResponseSink {
@@ -157,7 +151,7 @@ class HttpChannel : public LoopChannel {
     conn->call = call;
     call->conn = conn;
     Ref(conn, true);
-    if (conn->connected) {
+    if (conn->open) {
       uv_timer_stop(&conn->timer);
       Write(conn);
     }
@@ -173,7 +167,7 @@ class HttpChannel : public LoopChannel {
 
   // Writes the request at once where the socket takes it (most requests:
   // no copy, no write request, no watcher to change); what is left is
-  // copied and goes with uv_write.
+  // copied and goes later (LoopChannel::SendBytes).
   void Write(HttpConnection* conn) {
     HttpCall* call = conn->call;
     conn->written = true;
@@ -183,44 +177,7 @@ class HttpChannel : public LoopChannel {
     bufs.push_back(uv_buf_init(call->head.data(), static_cast<unsigned>(call->head.size())));
     for (const BodyPart& part : call->body)
       bufs.push_back(uv_buf_init(const_cast<char*>(part.data), static_cast<unsigned>(part.size)));
-    const int written = uv_try_write(reinterpret_cast<uv_stream_t*>(&conn->tcp), bufs.data(),
-                                     static_cast<unsigned>(bufs.size()));
-    if (written < 0 && written != UV_EAGAIN) {
-      Break(conn, std::string("write ") + uv_err_name(written), true);
-      return;
-    }
-    size_t skip = written > 0 ? static_cast<size_t>(written) : 0;
-    std::string rest;
-    for (const uv_buf_t& buf : bufs) {
-      if (skip >= buf.len) {
-        skip -= buf.len;
-        continue;
-      }
-      rest.append(buf.base + skip, buf.len - skip);
-      skip = 0;
-    }
-    if (rest.empty()) return;
-    auto* write = new HttpWrite();
-    write->req.data = write;
-    write->conn = conn;
-    write->bytes = std::move(rest);
-    uv_buf_t buf = uv_buf_init(write->bytes.data(), static_cast<unsigned>(write->bytes.size()));
-    const int rc = uv_write(&write->req, reinterpret_cast<uv_stream_t*>(&conn->tcp), &buf, 1, OnWritten);
-    if (rc != 0) {
-      delete write;
-      Break(conn, std::string("write ") + uv_err_name(rc), true);
-    }
-  }
-
-  static void OnWritten(uv_write_t* req, int status) {
-    auto* write = static_cast<HttpWrite*>(req->data);
-    HttpConnection* conn = write->conn;
-    delete write;
-    if (status == 0 || status == UV_ECANCELED || conn->broken) return;
-    auto* self = static_cast<HttpChannel*>(conn->channel);
-    Napi::HandleScope scope(self->env_);
-    self->Break(conn, std::string("write ") + uv_err_name(status), true);
-    self->Dispatch();
+    SendBytes(conn, bufs.data(), bufs.size());
   }
 
   // Removes a call (no event).
@@ -494,9 +451,10 @@ class HttpChannelWrap : public Napi::ObjectWrap<HttpChannelWrap> {
   explicit HttpChannelWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<HttpChannelWrap>(info) {
     Napi::Env env = info.Env();
     if (info.Length() < 4 || !info[0].IsString() || !info[3].IsFunction())
-      throw Napi::TypeError::New(env, "new HttpChannel(host, port, settings, onEvents)");
+      throw Napi::TypeError::New(env, "new HttpChannel(host, port, settings, onEvents, tls)");
     const int port = ReadPort(env, info[1], "HttpChannel");
-    const ChannelSettings settings = ReadSettings(env, info[2], "HttpChannel");
+    ChannelSettings settings = ReadSettings(env, info[2], "HttpChannel");
+    ReadTls(env, info[4], "http/1.1", &settings);
     channel_ = std::make_shared<HttpChannel>(env, info[0].As<Napi::String>().Utf8Value(), port, settings,
                                              info[3].As<Napi::Function>());
     channel_->Hold(channel_);
@@ -547,6 +505,7 @@ class HttpChannelWrap : public Napi::ObjectWrap<HttpChannelWrap> {
 
 void RegisterHttpChannel(Napi::Env env, Napi::Object exports) {
   exports.Set("HttpChannel", HttpChannelWrap::Define(env));
+  exports.Set("clientTls", Napi::Boolean::New(env, TlsAvailable()));
 }
 
 }  // namespace tsn

@@ -9,6 +9,13 @@ namespace {
 constexpr size_t kReadBytes = 64 * 1024;
 }  // namespace
 
+// What the socket did not take at once, copied: libuv writes it later.
+struct LoopWrite {
+  uv_write_t req{};  // its data: this LoopWrite
+  LoopConnection* conn = nullptr;
+  std::string bytes;
+};
+
 struct LoopChannel::Resolve {
   uv_getaddrinfo_t req{};  // its data: this Resolve
   LoopConnection* conn = nullptr;
@@ -116,12 +123,128 @@ void LoopChannel::OnConnected(uv_connect_t* req, int status) {
   if (status != 0) {
     self->Break(conn, std::string("connect ") + uv_err_name(status) + " " + self->Where(), false);
   } else {
-    uv_timer_stop(&conn->timer);
     uv_tcp_nodelay(&conn->tcp, 1);
     conn->connected = true;
     uv_read_start(reinterpret_cast<uv_stream_t*>(&conn->tcp), OnAlloc, OnRead);
-    self->OnOpen(conn);
+#if defined(TSN_HAVE_OPENSSL)
+    if (self->settings_.tls != nullptr) {
+      conn->tls = std::make_unique<TlsSession>(self->settings_.tls, self->settings_.tls_name);
+      if (!conn->tls->ok()) self->Break(conn, "TLS: " + conn->tls->error(), false);
+      else self->Shake(conn);  // the connect timeout runs on through the handshake
+      self->Dispatch();
+      return;
+    }
+#endif
+    self->Opened(conn);
   }
+  self->Dispatch();
+}
+
+void LoopChannel::Opened(LoopConnection* conn) {
+  uv_timer_stop(&conn->timer);
+  conn->open = true;
+  OnOpen(conn);
+}
+
+#if defined(TSN_HAVE_OPENSSL)
+void LoopChannel::Shake(LoopConnection* conn) {
+  const TlsSession::Step step = conn->tls->Handshake();
+  if (!FlushTls(conn)) return;
+  if (step == TlsSession::Step::kFailed) {
+    Break(conn, "TLS: " + conn->tls->error(), false);
+  } else if (step == TlsSession::Step::kDone) {
+    Opened(conn);
+  }
+}
+
+bool LoopChannel::FlushTls(LoopConnection* conn) {
+  cipher_.clear();
+  conn->tls->TakeOutput(&cipher_);
+  if (cipher_.empty()) return true;
+  uv_buf_t buf = uv_buf_init(cipher_.data(), static_cast<unsigned>(cipher_.size()));
+  return SendRaw(conn, &buf, 1);
+}
+
+void LoopChannel::ReadTls(LoopConnection* conn, const char* data, size_t size) {
+  conn->tls->Feed(data, size);
+  if (!conn->open) {
+    Shake(conn);
+    if (!conn->open || conn->broken) return;
+  }
+  if (plain_buffer_ == nullptr) plain_buffer_.reset(new char[kReadBytes]);
+  for (;;) {
+    size_t got = 0;
+    if (!conn->tls->Read(plain_buffer_.get(), kReadBytes, &got)) {
+      // A close_notify ends the stream as the connection's end would.
+      const std::string why = conn->tls->error();
+      if (why == "the server closed the TLS session") OnReadEnd(conn, UV_EOF);
+      else Break(conn, "TLS: " + why, true);
+      return;
+    }
+    if (got == 0) break;
+    OnBytes(conn, plain_buffer_.get(), got);
+    if (conn->broken) return;
+  }
+  FlushTls(conn);
+}
+#endif
+
+bool LoopChannel::SendBytes(LoopConnection* conn, const uv_buf_t* bufs, size_t count) {
+  if (conn->broken) return false;
+#if defined(TSN_HAVE_OPENSSL)
+  if (conn->tls != nullptr) {
+    for (size_t i = 0; i < count; ++i) {
+      if (!conn->tls->Write(bufs[i].base, bufs[i].len)) {
+        Break(conn, "TLS: " + conn->tls->error(), true);
+        return false;
+      }
+    }
+    return FlushTls(conn);
+  }
+#endif
+  return SendRaw(conn, bufs, count);
+}
+
+bool LoopChannel::SendRaw(LoopConnection* conn, const uv_buf_t* bufs, size_t count) {
+  auto* stream = reinterpret_cast<uv_stream_t*>(&conn->tcp);
+  const int written = uv_try_write(stream, bufs, static_cast<unsigned>(count));
+  if (written < 0 && written != UV_EAGAIN) {
+    Break(conn, std::string("write ") + uv_err_name(written), true);
+    return false;
+  }
+  size_t skip = written > 0 ? static_cast<size_t>(written) : 0;
+  std::string rest;
+  for (size_t i = 0; i < count; ++i) {
+    if (skip >= bufs[i].len) {
+      skip -= bufs[i].len;
+      continue;
+    }
+    rest.append(bufs[i].base + skip, bufs[i].len - skip);
+    skip = 0;
+  }
+  if (rest.empty()) return true;
+  auto* write = new LoopWrite();
+  write->req.data = write;
+  write->conn = conn;
+  write->bytes = std::move(rest);
+  uv_buf_t buf = uv_buf_init(write->bytes.data(), static_cast<unsigned>(write->bytes.size()));
+  const int rc = uv_write(&write->req, stream, &buf, 1, OnWritten);
+  if (rc != 0) {
+    delete write;
+    Break(conn, std::string("write ") + uv_err_name(rc), true);
+    return false;
+  }
+  return true;
+}
+
+void LoopChannel::OnWritten(uv_write_t* req, int status) {
+  auto* write = static_cast<LoopWrite*>(req->data);
+  LoopConnection* conn = write->conn;
+  delete write;
+  if (status == 0 || status == UV_ECANCELED || conn->broken) return;
+  LoopChannel* self = conn->channel;
+  Napi::HandleScope scope(self->env_);
+  self->Break(conn, std::string("write ") + uv_err_name(status), true);
   self->Dispatch();
 }
 
@@ -130,8 +253,11 @@ void LoopChannel::OnConnectionTimer(uv_timer_t* timer) {
   LoopChannel* self = conn->channel;
   if (conn->broken) return;
   Napi::HandleScope scope(self->env_);
-  if (!conn->connected) {
-    self->Break(conn, "no connection within " + std::to_string(self->settings_.connect_timeout_ms) + " ms", false);
+  if (!conn->open) {
+    self->Break(conn,
+                (conn->connected ? "no TLS session within " : "no connection within ") +
+                    std::to_string(self->settings_.connect_timeout_ms) + " ms",
+                false);
   } else {
     self->OnTimer(conn);
   }
@@ -153,6 +279,9 @@ void LoopChannel::OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf
   if (conn->broken || nread == 0) return;
   Napi::HandleScope scope(self->env_);
   if (nread < 0) self->OnReadEnd(conn, static_cast<int>(nread));
+#if defined(TSN_HAVE_OPENSSL)
+  else if (conn->tls != nullptr) self->ReadTls(conn, buf->base, static_cast<size_t>(nread));
+#endif
   else self->OnBytes(conn, buf->base, static_cast<size_t>(nread));
   self->Dispatch();
 }
@@ -312,6 +441,38 @@ ChannelSettings ReadSettings(Napi::Env env, Napi::Value value, const char* what)
   settings.max_message_bytes = static_cast<size_t>(values[2]);
   settings.connections = static_cast<uint32_t>(values[3]);
   return settings;
+}
+
+bool TlsAvailable() {
+#if defined(TSN_HAVE_OPENSSL)
+  return OpenSsl() != nullptr;
+#else
+  return false;
+#endif
+}
+
+void ReadTls(Napi::Env env, Napi::Value value, const char* alpn, ChannelSettings* settings) {
+  if (value.IsUndefined()) return;
+#if defined(TSN_HAVE_OPENSSL)
+  if (!value.IsArray() || value.As<Napi::Array>().Length() != 4)
+    throw Napi::TypeError::New(env, "tls settings: [ca, cert, key, name], PEM text");
+  Napi::Array list = value.As<Napi::Array>();
+  std::string text[4];
+  for (uint32_t i = 0; i < 4; ++i) {
+    Napi::Value item = list.Get(i);
+    if (!item.IsString()) throw Napi::TypeError::New(env, "tls settings: [ca, cert, key, name], PEM text");
+    text[i] = item.As<Napi::String>().Utf8Value();
+  }
+  if (OpenSsl() == nullptr) throw Napi::Error::New(env, "this process exports no OpenSSL 3 for native TLS");
+  std::string error;
+  settings->tls = TlsContext::Make(text[0], text[1], text[2], alpn, &error);
+  if (settings->tls == nullptr) throw Napi::Error::New(env, error);
+  settings->tls_name = text[3];
+#else
+  (void)alpn;
+  (void)settings;
+  throw Napi::Error::New(env, "the addon was built without OpenSSL's headers: no native TLS");
+#endif
 }
 
 int ReadPort(Napi::Env env, Napi::Value value, const char* what) {

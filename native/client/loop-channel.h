@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "tls-session.h"
+
 namespace tsn::client {
 
 // gRPC status codes the channels end calls with (JS reads both as gRPC's).
@@ -30,6 +32,10 @@ struct ChannelSettings {
   uint64_t keep_alive_ms = 300000;
   size_t max_message_bytes = 64 << 20;
   uint32_t connections = 1;  // HTTP/1.1: calls in flight at once (one per connection)
+#if defined(TSN_HAVE_OPENSSL)
+  std::shared_ptr<TlsContext> tls;  // null: plain TCP
+  std::string tls_name;             // the name (or address) the server's certificate must carry
+#endif
 };
 
 // An event as JS reads it, five values each: a message
@@ -54,10 +60,14 @@ struct LoopConnection {
   uv_connect_t connect{};
   uv_timer_t timer{};  // the connect timeout, then what the protocol times
   LoopChannel* channel = nullptr;
-  bool connected = false;
+  bool connected = false;  // TCP is up
+  bool open = false;       // and TLS where asked for: the protocol may speak
   bool broken = false;
   std::string why;  // what broke it
   int holds = 0;
+#if defined(TSN_HAVE_OPENSSL)
+  std::unique_ptr<TlsSession> tls;
+#endif
 };
 
 class LoopChannel : public std::enable_shared_from_this<LoopChannel> {
@@ -79,8 +89,13 @@ class LoopChannel : public std::enable_shared_from_this<LoopChannel> {
   // Opens `conn` (made by the protocol, then owned here): resolves the host
   // where it is a name and connects; OnOpen or Break follows.
   void Dial(LoopConnection* conn);
-  // Connected (TCP_NODELAY set, reading): the protocol starts its calls.
+  // Connected (TCP_NODELAY set, reading, TLS established where asked for):
+  // the protocol starts its calls.
   virtual void OnOpen(LoopConnection* conn) = 0;
+  // Writes `bufs` (encrypted where the connection is TLS): at once where the
+  // socket takes them, the rest copied and written later. False where the
+  // connection broke (Break has run).
+  bool SendBytes(LoopConnection* conn, const uv_buf_t* bufs, size_t count);
   virtual void OnBytes(LoopConnection* conn, const char* data, size_t size) = 0;
   // The server ended the connection (UV_EOF) or reading failed.
   virtual void OnReadEnd(LoopConnection* conn, int status);
@@ -131,6 +146,15 @@ class LoopChannel : public std::enable_shared_from_this<LoopChannel> {
  private:
   struct Resolve;
   void Connect(LoopConnection* conn, const sockaddr* address);
+  void Opened(LoopConnection* conn);
+  bool SendRaw(LoopConnection* conn, const uv_buf_t* bufs, size_t count);
+  static void OnWritten(uv_write_t* req, int status);
+#if defined(TSN_HAVE_OPENSSL)
+  void Shake(LoopConnection* conn);
+  // Ciphertext the session has for the socket (handshake, alerts, key updates).
+  bool FlushTls(LoopConnection* conn);
+  void ReadTls(LoopConnection* conn, const char* data, size_t size);
+#endif
   void Release(LoopConnection* conn);  // a handle or resolution of it is done
   void HandleClosed();
   static void OnResolved(uv_getaddrinfo_t* req, int status, addrinfo* result);
@@ -145,6 +169,8 @@ class LoopChannel : public std::enable_shared_from_this<LoopChannel> {
   Napi::AsyncContext context_;
   uv_timer_t dispatch_{};
   std::unique_ptr<char[]> read_buffer_;
+  std::unique_ptr<char[]> plain_buffer_;  // TLS: plaintext of a read
+  std::string cipher_;                    // TLS: ciphertext of a send
   std::vector<ChannelEvent> events_;
   std::vector<LoopConnection*> conns_;
   size_t calls_ = 0;
@@ -158,5 +184,11 @@ class LoopChannel : public std::enable_shared_from_this<LoopChannel> {
 ChannelSettings ReadSettings(Napi::Env env, Napi::Value value, const char* what);
 // A port JS passes, 1-65535.
 int ReadPort(Napi::Env env, Napi::Value value, const char* what);
+// TLS settings JS passes ([ca, cert, key, name], PEM text; undefined: plain
+// TCP) into `settings`, with `alpn` the protocol to offer. Throws where
+// they do not load or this process has no OpenSSL.
+void ReadTls(Napi::Env env, Napi::Value value, const char* alpn, ChannelSettings* settings);
+// Whether this process exports the OpenSSL the native transports use for TLS.
+bool TlsAvailable();
 
 }  // namespace tsn::client

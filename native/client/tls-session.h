@@ -1,0 +1,76 @@
+// TLS for the client's native transports: a context per channel (trusted
+// CAs, the client's certificate for mutual TLS, ALPN) and a session per
+// connection over memory BIOs, so the channel keeps doing its own socket
+// I/O on the loop: ciphertext from the socket goes in with Feed, plaintext
+// comes out of Read; plaintext goes in with Write, ciphertext for the
+// socket comes out of TakeOutput. Node's own OpenSSL (core/openssl-api.h).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "../core/openssl-api.h"
+
+namespace tsn::client {
+
+#if defined(TSN_HAVE_OPENSSL)
+
+class TlsContext {
+ public:
+  // PEM text: `ca` the certificates to trust (every one in it), `cert` and
+  // `key` the client's (both or neither); `alpn` the protocol to offer
+  // ("h2", "http/1.1"). Null with `error` set where they do not load.
+  static std::shared_ptr<TlsContext> Make(const std::string& ca, const std::string& cert, const std::string& key,
+                                          const std::string& alpn, std::string* error);
+  ~TlsContext();
+  TlsContext(const TlsContext&) = delete;
+  TlsContext& operator=(const TlsContext&) = delete;
+
+  SSL_CTX* ctx() const { return ctx_; }
+  const std::string& alpn() const { return alpn_; }
+
+ private:
+  explicit TlsContext(SSL_CTX* ctx, std::string alpn) : ctx_(ctx), alpn_(std::move(alpn)) {}
+  SSL_CTX* ctx_;
+  std::string alpn_;
+};
+
+class TlsSession {
+ public:
+  enum class Step { kDone, kMore, kFailed };
+
+  // `name`: the name (or IP address) the server's certificate must carry,
+  // also sent as SNI where it is a name.
+  TlsSession(std::shared_ptr<TlsContext> context, const std::string& name);
+  ~TlsSession();
+  TlsSession(const TlsSession&) = delete;
+  TlsSession& operator=(const TlsSession&) = delete;
+
+  bool ok() const { return ssl_ != nullptr; }
+  void Feed(const char* data, size_t size);
+  // Moves the handshake on; kFailed with error() saying why (an untrusted
+  // certificate, a name it does not carry, no common protocol).
+  Step Handshake();
+  // Plaintext read so far, up to `capacity`; 0 when there is none yet.
+  // False where the session failed (error()) or the server closed it.
+  bool Read(char* buffer, size_t capacity, size_t* size);
+  bool Write(const char* data, size_t size);
+  // Appends the ciphertext to send to `out`.
+  void TakeOutput(std::string* out);
+  const std::string& error() const { return error_; }
+
+ private:
+  void SetError(const char* what);
+
+  std::shared_ptr<TlsContext> context_;
+  const OpenSslApi& api_;
+  const std::string name_;
+  SSL* ssl_ = nullptr;
+  BIO* in_ = nullptr;   // owned by ssl_
+  BIO* out_ = nullptr;  // owned by ssl_
+  std::string error_;
+};
+
+#endif
+
+}  // namespace tsn::client
