@@ -58,13 +58,14 @@ const variants: Variant[] = [
 ];
 
 /**
- * TRITON_REMOTE_URLS (comma-separated grpc:// and http:// targets) adds the
- * same suite against another server, e.g. Triton's own `tritonserver` with
- * test/models in explicit model control mode and its metrics port at
- * TRITON_REMOTE_METRICS_URL; the models are loaded there first.
+ * TRITON_REMOTE_URLS (comma-separated grpc://, grpcs://, http:// and
+ * https:// targets) adds the same suite against another server, with both
+ * transports, e.g. Triton's own `tritonserver` with test/models in explicit
+ * model control mode and its metrics port at TRITON_REMOTE_METRICS_URL; the
+ * models are loaded there first. For TLS, NODE_EXTRA_CA_CERTS names the CA.
  */
 for (const target of (process.env.TRITON_REMOTE_URLS ?? '').split(',').filter((url) => url !== '')) {
-  for (const transport of /^(grpc|http):/.test(target) ? (['native', 'js'] as const) : (['js'] as const)) {
+  for (const transport of ['native', 'js'] as const) {
     variants.push({
       name: `external ${target} (${transport})`,
       streams: target.startsWith('grpc'),
@@ -272,7 +273,7 @@ describe.each(variants)('$name', (variant) => {
     const bad = await rejection(triton.model('identity_fp32').infer({ inputs: { INPUT0: { shape: [1, 2], data: new Float32Array(3) } } }));
     expect(bad.code).toBe('INVALID_ARG');
     if (variant.name !== 'in-process') {
-      expect(failing.endpoint).toMatch(/^(grpc|http):\/\/127\.0\.0\.1:\d+$/);
+      expect(failing.endpoint).toMatch(/^(grpcs?|https?):\/\/127\.0\.0\.1:\d+$/);
       expect(failing.message).toContain(failing.endpoint!);
     }
   });
