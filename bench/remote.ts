@@ -16,7 +16,9 @@
  * in-process on TRITONSERVER_LIBRARY, or the test core, with test/models),
  * --server-pid PID (the endpoint's server process, e.g. tritonserver's: its
  * CPU per call is reported too), --transport (auto, native or js: the
- * client's option), --json FILE. Rows whose tool is not given
+ * client's option), --ca FILE (gRPC over TLS: grpcs://, trusting the CA in
+ * FILE, for perf_analyzer and the Python client too, e.g. against
+ * `tritonserver --grpc-use-ssl`), --json FILE. Rows whose tool is not given
  * are left out.
  *
  * CPU per call: this client's is the bench process's CPU over the window
@@ -54,6 +56,7 @@ const { values: args } = parseArgs({
     'server-pid': { type: 'string' },
     /** The client's transport (the client option): auto, native or js. */
     transport: { type: 'string', default: 'auto' },
+    ca: { type: 'string' },
     json: { type: 'string' },
   },
 });
@@ -148,18 +151,33 @@ async function serverSpan<T>(client: Client, load: () => Promise<T>): Promise<{ 
   return { result, server: { seconds: serverCpu() - cpu0, calls: (await serverCount(client)) - count0 } };
 }
 
+/**
+ * Runs perf_analyzer under /usr/bin/time. Its r25.07 build crashes as it
+ * exits after a run over TLS (SIGSEGV, its results already written): a CSV
+ * with a row counts as a result, whatever the exit.
+ */
+async function runPerfAnalyzer(csv: string, timeArgs: string[]): Promise<void> {
+  try {
+    await run('/usr/bin/time', timeArgs, { maxBuffer: 1 << 24 });
+  } catch (error) {
+    const written = await readFile(csv, 'utf8').catch(() => '');
+    if (written.trim().split('\n').length < 2) throw error;
+  }
+}
+
 async function perfAnalyzer(binary: string, protocol: 'grpc' | 'http', url: string, size: number, concurrency: number, client: Client): Promise<Measure> {
   const dir = await mkdtemp(join(tmpdir(), 'bench-remote-'));
   try {
     const csv = join(dir, 'out.csv');
     const times = join(dir, 'time.txt');
-    const { server } = await serverSpan(client, () => run('/usr/bin/time', ['-f', '%U %S', '-o', times, binary,
+    const { server } = await serverSpan(client, () => runPerfAnalyzer(csv, ['-f', '%U %S', '-o', times, binary,
       '-m', model, '-u', url, '-i', protocol, '--shape', `INPUT0:${size}`, // without the batch dimension (batch size 1)
       '--concurrency-range', String(concurrency), '--measurement-interval', String(windowMs),
       // Loose stability: a shared 2-vCPU machine never settles to perf_analyzer's default 10 %.
       '--stability-percentage', '900', '--max-trials', '10', '-f', csv,
       ...(protocol === 'grpc' ? ['--async'] : []),
-    ], { maxBuffer: 1 << 24 }));
+      ...(protocol === 'grpc' && args.ca !== undefined ? ['--ssl-grpc-use-ssl', '--ssl-grpc-root-certifications-file', args.ca] : []),
+    ]));
     const [header, row] = (await readFile(csv, 'utf8')).trim().split('\n');
     const columns = (header ?? '').split(',');
     const cells = (row ?? '').split(',');
@@ -174,7 +192,7 @@ async function perfAnalyzer(binary: string, protocol: 'grpc' | 'http', url: stri
 
 async function tritonclient(python: string, protocol: 'grpc' | 'http', url: string, size: number, concurrency: number, client: Client): Promise<Measure> {
   const { result: { stdout }, server } = await serverSpan(client, () =>
-    run(python, [join(root, 'bench/tritonclient_loop.py'), protocol, url, model, String(size), String(concurrency), String(windowMs / 1000)], { maxBuffer: 1 << 20 }),
+    run(python, [join(root, 'bench/tritonclient_loop.py'), protocol, url, model, String(size), String(concurrency), String(windowMs / 1000), ...(protocol === 'grpc' && args.ca !== undefined ? [args.ca] : [])], { maxBuffer: 1 << 20 }),
   );
   const result = JSON.parse(stdout.trim().split('\n').pop()!) as { requests: number; seconds: number; p99_us: number; cpu_seconds: number };
   return withCpu({ throughput: result.requests / result.seconds, p99us: result.p99_us }, { seconds: result.cpu_seconds, calls: result.requests }, server);
@@ -202,7 +220,8 @@ if (args.grpc === undefined && args.http === undefined) {
 const clients: Partial<Record<'grpc' | 'http', Client>> = {};
 for (const protocol of protocols) {
   const url = endpoints[protocol];
-  if (url !== undefined) clients[protocol] = await Client.connect(`${protocol}://${url}`, { transport: args.transport as 'auto' | 'native' | 'js' });
+  const tls = protocol === 'grpc' && args.ca !== undefined ? { ca: readFileSync(args.ca) } : undefined;
+  if (url !== undefined) clients[protocol] = await Client.connect(`${protocol}${tls ? 's' : ''}://${url}`, { transport: args.transport as 'auto' | 'native' | 'js', ...(tls ? { tls } : {}) });
 }
 
 interface Row {

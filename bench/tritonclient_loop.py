@@ -3,9 +3,10 @@
 CONCURRENCY threads, each with its own client, send identity requests
 (FP32 [1, SIZE], binary tensors) for WINDOW seconds; prints one JSON line:
 {"requests": n, "seconds": s, "p99_us": p, "cpu_seconds": c} (c: this
-process's CPU time, all threads, during the window).
+process's CPU time, all threads, during the window). A CA file after the
+window: gRPC over TLS, trusting it.
 
-    python3 bench/tritonclient_loop.py grpc 127.0.0.1:8001 identity_fp32 16 16 2.0
+    python3 bench/tritonclient_loop.py grpc 127.0.0.1:8001 identity_fp32 16 16 2.0 [ca.pem]
 """
 import json
 import sys
@@ -17,6 +18,8 @@ import numpy as np
 
 def main():
     protocol, url, model, size, concurrency, window = sys.argv[1:7]
+    ca = sys.argv[7] if len(sys.argv) > 7 else None
+    tls = {} if ca is None else {"ssl": True, "root_certificates": ca}
     size, concurrency, window = int(size), int(concurrency), float(window)
     if protocol == "grpc":
         import tritonclient.grpc as client_module
@@ -28,7 +31,7 @@ def main():
     start_barrier = threading.Barrier(concurrency + 1)
 
     def loop():
-        client = client_module.InferenceServerClient(url)
+        client = client_module.InferenceServerClient(url, **tls)
         tensor = client_module.InferInput("INPUT0", [1, size], "FP32")
         tensor.set_data_from_numpy(data)
         output = client_module.InferRequestedOutput("OUTPUT0")
