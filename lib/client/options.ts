@@ -61,9 +61,10 @@ export const clientOptionsSchema = z.strictObject({
   /**
    * Who makes the calls. `'native'`: the addon, on this thread's event loop
    * (gRPC: HTTP/2 with nghttp2; HTTP: HTTP/1.1 keep-alive connections), with
-   * less CPU per call than `'js'`; not yet with TLS or compression. `'js'`:
-   * `node:http2` (gRPC) or undici (HTTP). `'auto'` (the default): native
-   * where the addon loads and the options ask for nothing it lacks, else js.
+   * less CPU per call than `'js'`, TLS with Node's own OpenSSL; not yet with
+   * compression. `'js'`: `node:http2` (gRPC) or undici (HTTP). `'auto'` (the
+   * default): native where the addon loads and the options ask for nothing
+   * it lacks (compression; TLS where the runtime exports no OpenSSL), else js.
    * `client.transport` says which it is.
    */
   transport: z.enum(['auto', 'native', 'js']).default('auto'),
