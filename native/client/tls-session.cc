@@ -3,6 +3,7 @@
 #if defined(TSN_HAVE_OPENSSL)
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace tsn::client {
