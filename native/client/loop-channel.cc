@@ -176,9 +176,8 @@ void LoopChannel::ReadTls(LoopConnection* conn, const char* data, size_t size) {
     size_t got = 0;
     if (!conn->tls->Read(plain_buffer_.get(), kReadBytes, &got)) {
       // A close_notify ends the stream as the connection's end would.
-      const std::string why = conn->tls->error();
-      if (why == "the server closed the TLS session") OnReadEnd(conn, UV_EOF);
-      else Break(conn, "TLS: " + why, true);
+      if (conn->tls->closed()) OnReadEnd(conn, UV_EOF);
+      else Break(conn, "TLS: " + conn->tls->error(), true);
       return;
     }
     if (got == 0) break;

@@ -173,8 +173,12 @@ bool TlsSession::Read(char* buffer, size_t capacity, size_t* size) {
   }
   const int reason = api_.SSL_get_error(ssl_, rc);
   if (reason == SSL_ERROR_WANT_READ || reason == SSL_ERROR_WANT_WRITE) return true;
-  if (reason == SSL_ERROR_ZERO_RETURN) error_ = "the server closed the TLS session";
-  else SetError("TLS");
+  if (reason == SSL_ERROR_ZERO_RETURN) {
+    closed_ = true;
+    error_ = "the server closed the TLS session";
+  } else {
+    SetError("TLS");
+  }
   return false;
 }
 

@@ -52,8 +52,10 @@ class TlsSession {
   // certificate, a name it does not carry, no common protocol).
   Step Handshake();
   // Plaintext read so far, up to `capacity`; 0 when there is none yet.
-  // False where the session failed (error()) or the server closed it.
+  // False where the session failed (error()) or the server closed it
+  // (closed(): a close_notify, which ends the stream as EOF would).
   bool Read(char* buffer, size_t capacity, size_t* size);
+  bool closed() const { return closed_; }
   bool Write(const char* data, size_t size);
   // Appends the ciphertext to send to `out`.
   void TakeOutput(std::string* out);
@@ -68,6 +70,7 @@ class TlsSession {
   SSL* ssl_ = nullptr;
   BIO* in_ = nullptr;   // owned by ssl_
   BIO* out_ = nullptr;  // owned by ssl_
+  bool closed_ = false;
   std::string error_;
 };
 
