@@ -282,14 +282,19 @@ describe('the installed package, without a compiler', () => {
   });
 
   it('imports tritonserver-node/client from ESM and CommonJS; without its optional transport it says what to install', async () => {
+    // Plain HTTP goes through the addon (no undici needed: the refused connection is the error);
+    // the JS transport needs undici, which this consumer lacks.
     const esm = `
       import { Client, TritonError } from 'tritonserver-node/client';
-      const error = await Client.connect('http://127.0.0.1:1').catch((e) => e);
-      console.log(JSON.stringify({ connect: typeof Client.connect, isTritonError: error instanceof TritonError, code: error.code, message: error.message }));`;
+      const refused = { connectTimeoutMs: 300, retry: { attempts: 1 } };
+      const native = await Client.connect('http://127.0.0.1:1', refused).catch((e) => e);
+      const error = await Client.connect('http://127.0.0.1:1', { ...refused, transport: 'js' }).catch((e) => e);
+      console.log(JSON.stringify({ connect: typeof Client.connect, native: native.message, isTritonError: error instanceof TritonError, code: error.code, message: error.message }));`;
     const fromEsm = await run('node', ['--input-type=module', '-e', esm], consumer, bareEnv());
     expect(fromEsm.code, fromEsm.stderr).toBe(0);
     expect(JSON.parse(fromEsm.stdout)).toEqual({
       connect: 'function',
+      native: expect.stringContaining('ECONNREFUSED'),
       isTritonError: true,
       code: 'UNAVAILABLE',
       message: expect.stringContaining('needs the optional peer dependency undici: npm install undici'),
