@@ -212,6 +212,14 @@ describe('the native gRPC transport against serveKServe', () => {
     }
   });
 
+  it.each(['grpc', 'http'] as const)('a connection that fails inside the call that opens it ends that call with UNAVAILABLE (%s)', async (protocol) => {
+    // Linux refuses a TCP connect to the broadcast address at once (ENETUNREACH or EACCES),
+    // so the call that dials ends before start() returns: under the sanitizers this is the path it checks.
+    const error = await rejection(Client.connect(`${protocol}://255.255.255.255:8000`, { transport: 'native', connectTimeoutMs: 1000, retry: { attempts: 1 } }));
+    expect(error.code).toBe('UNAVAILABLE');
+    expect(error.message).toMatch(/connect E[A-Z]+ 255\.255\.255\.255:8000|no answer within 1000 ms/);
+  });
+
   it('requests that wait for the one connection each go with their own tensors (HTTP)', async () => {
     const client = await Client.connect(`http://127.0.0.1:${frontends.http!.port}`, { transport: 'native', connections: 1 });
     try {

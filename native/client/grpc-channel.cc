@@ -125,10 +125,11 @@ class Channel : public LoopChannel {
     raw->timeout = std::move(timeout);
     raw->headers = std::move(headers);
     Append(raw, data, size, last);
-    calls_.emplace(raw->id, std::move(call));
-    Place(raw);
+    const uint32_t id = raw->id;
+    calls_.emplace(id, std::move(call));
+    Place(raw);  // may end the call at once (a connection that failed): `raw` is not used after it
     ScheduleDispatch();
-    return raw->id;
+    return id;
   }
 
   void Send(uint32_t id, const uint8_t* data, size_t size, bool last) {

@@ -94,14 +94,17 @@ class HttpChannel : public LoopChannel {
     while (raw->id == 0 || calls_.count(raw->id) > 0);
     raw->head = std::move(head);
     raw->body = std::move(body);
-    calls_.emplace(raw->id, std::move(call));
+    const uint32_t id = raw->id;
+    calls_.emplace(id, std::move(call));
     CallStarted();
     queue_.push_back(raw);
     Pump();
+    // The call may have ended already (a write that failed at once): looked up again.
     // JS may change its arrays once this returns: what waits keeps a copy.
-    if (calls_.count(raw->id) > 0 && (raw->conn == nullptr || !raw->conn->written)) Own(raw);
+    auto found = calls_.find(id);
+    if (found != calls_.end() && (found->second->conn == nullptr || !found->second->conn->written)) Own(found->second.get());
     ScheduleDispatch();
-    return raw->id;
+    return id;
   }
 
   // JS ends the call itself (CANCELLED): no event comes for it.
