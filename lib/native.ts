@@ -252,19 +252,13 @@ export interface NativeGrpcChannel {
 }
 
 /**
- * Events of a channel's calls, flat, in batches, five values each:
- * `id, 0, message, 0, 0` (a response message, a Buffer) or
- * `id, 1, status, grpcMessage, fault` (the
- * call is over: gRPC status code, grpc-message as sent, and 0, or where the
- * connection failed 1 when the request may have reached the server and 2
- * when it surely did not).
- */
-export type NativeGrpcEvents = NativeChannelEvents;
-
-/**
  * Events of a native channel's calls, flat, in batches, five values each:
- * a message `id, 0, bytes, status, headerLength` or the call's end
- * `id, 1, code, message, fault` (see NativeGrpcEvents, NativeHttpChannel).
+ * a message `id, 0, bytes, status, headerLength` (gRPC: a response message
+ * as a Buffer, status and headerLength 0; HTTP: see NativeHttpChannel) or
+ * the call's end `id, 1, code, message, fault`: a gRPC status code, the
+ * message (gRPC: grpc-message as sent), and 0, or where the connection
+ * failed 1 when the request may have reached the server and 2 when it
+ * surely did not.
  */
 export type NativeChannelEvents = (...events: Array<number | string | Uint8Array>) => void;
 
@@ -278,7 +272,7 @@ export type NativeChannelEvents = (...events: Array<number | string | Uint8Array
  * a Uint8Array whose binary part starts 8-byte aligned, or it ends as
  * `id, 1, code, message, fault` (a gRPC status code: 8 for a response past
  * maxMessageBytes, 13 for one it could not read, 14 where the connection
- * failed; fault as NativeGrpcEvents').
+ * failed; fault as NativeChannelEvents').
  */
 export interface NativeHttpChannel {
   start(head: string, body: readonly Uint8Array[]): number;
@@ -301,7 +295,7 @@ export type NativeGrpcChannelClass = new (
   port: number,
   authority: string,
   settings: [connectTimeoutMs: number, keepAliveMs: number, maxMessageBytes: number, connections: 1],
-  onEvents: NativeGrpcEvents,
+  onEvents: NativeChannelEvents,
   tls?: NativeTlsSettings,
 ) => NativeGrpcChannel;
 

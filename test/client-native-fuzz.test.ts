@@ -20,6 +20,66 @@ import { FLAG, FRAME, frame, grpcMessage, hpackLiteral, settingsFrame } from './
 const CASES = 1000;
 const PATH = '/inference.GRPCInferenceService/ServerLive';
 
+/** What a case sends: its bytes in pieces, and whether the server then hangs up. */
+interface Answer {
+  pieces: Buffer[];
+  hangUp: boolean;
+}
+
+/** `bytes` in random pieces, so the client reads the answer across reads. */
+function inPieces(bytes: Buffer, pick: (n: number) => number): Buffer[] {
+  const pieces: Buffer[] = [];
+  for (let at = 0; at < bytes.length; ) {
+    const size = 1 + pick(Math.max(1, bytes.length - at));
+    pieces.push(bytes.subarray(at, at + size));
+    at += size;
+  }
+  return pieces;
+}
+
+/** Writes an answer's pieces a tick apart, then hangs up where it says so. */
+function send(socket: Socket, { pieces, hangUp }: Answer): void {
+  void (async () => {
+    for (const piece of pieces) {
+      if (socket.destroyed) return;
+      socket.write(piece);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    if (hangUp) socket.end();
+  })();
+}
+
+/** A TCP server on a free port that hands each connection to `serve`; close() ends them all. */
+async function fuzzingServer(serve: (socket: Socket) => void): Promise<{ port: number; close(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    socket.on('error', () => undefined);
+    socket.setNoDelay(true);
+    serve(socket);
+  });
+  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
+  return {
+    port: (server.address() as { port: number }).port,
+    close: () => {
+      for (const socket of sockets) socket.destroy();
+      return new Promise<void>((done) => server.close(() => done()));
+    },
+  };
+}
+
+/** How a call ended, or 'hung' where it had not within 3 s (its own deadline is far shorter). */
+async function settled<T>(call: Promise<T>): Promise<{ value: T } | { error: unknown } | 'hung'> {
+  let guard: NodeJS.Timeout | undefined;
+  const hung = new Promise<'hung'>((resolve) => {
+    guard = setTimeout(() => resolve('hung'), 3000);
+  });
+  const outcome = await Promise.race([call.then((value) => ({ value }), (error: unknown) => ({ error })), hung]);
+  clearTimeout(guard);
+  return outcome;
+}
+
 /** A proper answer to stream `s`: headers, a ServerLiveResponse { live: true }, trailers. */
 function answer(s: number): Buffer[] {
   return [
@@ -29,8 +89,8 @@ function answer(s: number): Buffer[] {
   ];
 }
 
-/** Case `index`'s answer to stream `s`, and whether the server then hangs up. */
-function mutated(index: number, s: number): { pieces: Buffer[]; hangUp: boolean } {
+/** Case `index`'s answer to stream `s`. */
+function mutated(index: number, s: number): Answer {
   const next = random(1_000_003 * (index + 1));
   const pick = (n: number): number => Math.floor(next() * n);
   let frames = answer(s);
@@ -90,25 +150,13 @@ function mutated(index: number, s: number): { pieces: Buffer[]; hangUp: boolean 
         frames = [...frames, ...frames];
     }
   }
-  // Sent in random pieces, so the client reads frames across reads.
   const bytes = Buffer.concat(frames);
-  const pieces: Buffer[] = [];
-  for (let at = 0; at < bytes.length; ) {
-    const size = 1 + pick(Math.max(1, bytes.length - at));
-    pieces.push(bytes.subarray(at, at + size));
-    at += size;
-  }
-  return { pieces, hangUp: pick(3) === 0 };
+  return { pieces: inPieces(bytes, pick), hangUp: pick(3) === 0 };
 }
 
 /** A server that answers each call of case `current()` as that case says. */
-async function fuzzServer(current: () => number): Promise<{ port: number; close(): Promise<void> }> {
-  const sockets = new Set<Socket>();
-  const server = createServer((socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-    socket.on('error', () => undefined);
-    socket.setNoDelay(true);
+function fuzzServer(current: () => number): Promise<{ port: number; close(): Promise<void> }> {
+  return fuzzingServer((socket) => {
     socket.write(settingsFrame([]));
     let buffered = Buffer.alloc(0);
     let prefaceSeen = false;
@@ -127,27 +175,10 @@ async function fuzzServer(current: () => number): Promise<{ port: number; close(
         const stream = buffered.readUInt32BE(5) & 0x7fffffff;
         buffered = buffered.subarray(9 + length);
         if (type === FRAME.settings && (flags & FLAG.ack) === 0) socket.write(frame(FRAME.settings, FLAG.ack, 0));
-        if (type !== FRAME.headers) continue;
-        const { pieces, hangUp } = mutated(current(), stream);
-        void (async () => {
-          for (const piece of pieces) {
-            if (socket.destroyed) return;
-            socket.write(piece);
-            await new Promise((resolve) => setImmediate(resolve));
-          }
-          if (hangUp) socket.end();
-        })();
+        if (type === FRAME.headers) send(socket, mutated(current(), stream));
       }
     });
   });
-  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
-  return {
-    port: (server.address() as { port: number }).port,
-    close: () => {
-      for (const socket of sockets) socket.destroy();
-      return new Promise<void>((done) => server.close(() => done()));
-    },
-  };
 }
 
 describe('the native gRPC transport against a fuzzing server', () => {
@@ -161,18 +192,12 @@ describe('the native gRPC transport against a fuzzing server', () => {
     try {
       for (; index < CASES; index++) {
         const connection = new NativeGrpcConnection(channel, { host: '127.0.0.1', port: server.port, connectTimeoutMs: 1000, keepAliveMs: 60_000, maxMessageBytes: 1024 * 1024 });
-        const call = connection.unary(PATH, Buffer.alloc(0), {}, undefined, AbortSignal.timeout(250));
-        let guard: NodeJS.Timeout | undefined;
-        const hung = new Promise<'hung'>((resolve) => {
-          guard = setTimeout(() => resolve('hung'), 3000);
-        });
-        const outcome = await Promise.race([call.then((bytes) => ({ bytes }), (error: unknown) => ({ error })), hung]);
-        clearTimeout(guard);
+        const outcome = await settled(connection.unary(PATH, Buffer.alloc(0), {}, undefined, AbortSignal.timeout(250)));
         connection.close();
         if (outcome === 'hung') {
           malformed.push(`case ${index}: the call did not end`);
-        } else if ('bytes' in outcome) {
-          if (!Buffer.isBuffer(outcome.bytes)) malformed.push(`case ${index}: answered with ${typeof outcome.bytes}`);
+        } else if ('value' in outcome) {
+          if (!Buffer.isBuffer(outcome.value)) malformed.push(`case ${index}: answered with ${typeof outcome.value}`);
           else outcomes.answered++;
         } else {
           const end = (outcome.error as { grpc?: { code: unknown; message: unknown } }).grpc;
@@ -193,8 +218,8 @@ describe('the native gRPC transport against a fuzzing server', () => {
   }, 120_000);
 });
 
-/** Case `index`'s HTTP/1.1 answer, in pieces, and whether the server then hangs up. */
-function mutatedHttp(index: number): { pieces: Buffer[]; hangUp: boolean } {
+/** Case `index`'s HTTP/1.1 answer. */
+function mutatedHttp(index: number): Answer {
   const next = random(7_000_003 * (index + 1));
   const pick = (n: number): number => Math.floor(next() * n);
   const body = '{"live":true}';
@@ -247,48 +272,21 @@ function mutatedHttp(index: number): { pieces: Buffer[]; hangUp: boolean } {
   }
   let bytes: Buffer = Buffer.from(`${head.join('\r\n')}\r\n\r\n${tail}`, 'latin1');
   for (const edit of edits) bytes = edit(bytes);
-  const pieces: Buffer[] = [];
-  for (let at = 0; at < bytes.length; ) {
-    const size = 1 + pick(Math.max(1, bytes.length - at));
-    pieces.push(bytes.subarray(at, at + size));
-    at += size;
-  }
-  return { pieces, hangUp: pick(3) === 0 };
+  return { pieces: inPieces(bytes, pick), hangUp: pick(3) === 0 };
 }
 
 /** A server that answers each request with case `current()`'s bytes. */
-async function fuzzHttpServer(current: () => number): Promise<{ port: number; close(): Promise<void> }> {
-  const sockets = new Set<Socket>();
-  const server = createServer((socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-    socket.on('error', () => undefined);
-    socket.setNoDelay(true);
+function fuzzHttpServer(current: () => number): Promise<{ port: number; close(): Promise<void> }> {
+  return fuzzingServer((socket) => {
     let buffered = '';
     socket.on('data', (chunk: Buffer) => {
       buffered += chunk.toString('latin1');
       for (let end = buffered.indexOf('\r\n\r\n'); end >= 0; end = buffered.indexOf('\r\n\r\n')) {
         buffered = buffered.slice(end + 4);
-        const { pieces, hangUp } = mutatedHttp(current());
-        void (async () => {
-          for (const piece of pieces) {
-            if (socket.destroyed) return;
-            socket.write(piece);
-            await new Promise((resolve) => setImmediate(resolve));
-          }
-          if (hangUp) socket.end();
-        })();
+        send(socket, mutatedHttp(current()));
       }
     });
   });
-  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
-  return {
-    port: (server.address() as { port: number }).port,
-    close: () => {
-      for (const socket of sockets) socket.destroy();
-      return new Promise<void>((done) => server.close(() => done()));
-    },
-  };
 }
 
 describe('the native HTTP transport against a fuzzing server', () => {
@@ -303,18 +301,12 @@ describe('the native HTTP transport against a fuzzing server', () => {
       for (; index < CASES; index++) {
         const exchange = new NativeHttpExchange(channel, `http://127.0.0.1:${server.port}`, { host: '127.0.0.1', port: server.port }, { connectTimeoutMs: 1000, keepAliveMs: 60_000, maxMessageBytes: 1024, connections: 1 });
         // 100 ms: a local server's answer is there well before; what is cut short waits this long.
-        const call = exchange.request('GET', '/v2/health/live', {}, undefined, { deadline: undefined, signal: AbortSignal.timeout(100), headers: {} });
-        let guard: NodeJS.Timeout | undefined;
-        const hung = new Promise<'hung'>((resolve) => {
-          guard = setTimeout(() => resolve('hung'), 3000);
-        });
-        const outcome = await Promise.race([call.then((answer) => ({ answer }), (error: unknown) => ({ error })), hung]);
-        clearTimeout(guard);
+        const outcome = await settled(exchange.request('GET', '/v2/health/live', {}, undefined, { deadline: undefined, signal: AbortSignal.timeout(100), headers: {} }));
         exchange.close();
         if (outcome === 'hung') {
           malformed.push(`case ${index}: the request did not end`);
-        } else if ('answer' in outcome) {
-          const { status, bytes } = outcome.answer;
+        } else if ('value' in outcome) {
+          const { status, bytes } = outcome.value;
           if (!(bytes instanceof Uint8Array) || !(status >= 200 && status <= 599) || bytes.byteLength > 1024 + 1024 * 1024) malformed.push(`case ${index}: answered ${status} with ${String(bytes)}`);
           else outcomes.answered++;
         } else if (!(outcome.error instanceof TritonError) || outcome.error.message === '') {

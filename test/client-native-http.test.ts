@@ -178,14 +178,12 @@ describe('the native HTTP transport against a misbehaving server', () => {
   });
 
   it('reuses keep-alive connections, at most `connections` of them, and a cancelled call closes its own', async () => {
-    const pending: Socket[] = [];
     let hang = false;
     await against(
       (_request, socket) => {
         if (hang) return; // never answered
         // Answered late, so that calls pile up past the pool's size.
         setTimeout(() => socket.write(ok(METADATA)), 10);
-        pending.push(socket);
       },
       async (client, server) => {
         for (let i = 0; i < 20; i++) await client.metadata();

@@ -10,7 +10,7 @@
 import type { Buffer } from 'node:buffer';
 import { addonExport } from '../addon-file.js';
 import { formatGrpcTimeout, percentDecode, STATUS } from '../kserve/grpc-framing.js';
-import type { NativeGrpcChannel, NativeGrpcChannelClass, NativeGrpcEvents } from '../native.js';
+import type { NativeChannelEvents, NativeGrpcChannel, NativeGrpcChannelClass } from '../native.js';
 import { settleUnary, type CallEnd, type CallHandlers, type GrpcChannel, type OpenCall } from './h2.js';
 import { tlsSettingsError } from './native-tls.js';
 
@@ -61,7 +61,7 @@ export class NativeGrpcConnection implements GrpcChannel {
     }
   }
 
-  readonly #onEvents: NativeGrpcEvents = (...events) => {
+  readonly #onEvents: NativeChannelEvents = (...events) => {
     for (let i = 0; i < events.length; ) {
       const id = events[i] as number;
       if (events[i + 1] === EVENT_MESSAGE) {

@@ -34,7 +34,7 @@ const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 // Headers that frame the message: the channel writes them itself.
 const FRAMING = new Set(['content-length', 'transfer-encoding', 'connection', 'keep-alive', 'upgrade', 'expect', 'te', 'trailer']);
 
-/** Checked once per headers object (the transport passes the same one to calls without headers of their own). */
+/** The header lines of a request (http.ts makes a headers object per request: each is checked). */
 function headerLines(headers: Record<string, string>, endpoint: string): { lines: string; host: boolean } {
   let lines = '';
   let host = false;
@@ -63,8 +63,6 @@ export class NativeHttpExchange implements HttpExchange {
   readonly #host: string;
   readonly #pending = new Map<number, Pending>();
   #closed = false;
-  #lastHeaders: Record<string, string> | undefined;
-  #lastLines = { lines: '', host: false };
 
   constructor(
     channel: NativeHttpChannelClass,
@@ -106,11 +104,7 @@ export class NativeHttpExchange implements HttpExchange {
 
   request(method: 'GET' | 'POST', path: string, headers: Record<string, string>, body: readonly Uint8Array[] | undefined, call: Call): Promise<HttpAnswer> {
     if (this.#closed) return Promise.reject(new ConnectionError('the client is closed', this.#endpoint, { sent: false }));
-    if (headers !== this.#lastHeaders) {
-      this.#lastLines = headerLines(headers, this.#endpoint);
-      this.#lastHeaders = headers;
-    }
-    const { lines, host } = this.#lastLines;
+    const { lines, host } = headerLines(headers, this.#endpoint);
     let length = '';
     if (body !== undefined || method === 'POST') {
       let bytes = 0;

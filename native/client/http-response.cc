@@ -202,6 +202,15 @@ bool ResponseReader::ParseHead(ResponseHead* head) {
   return true;
 }
 
+void ResponseReader::PassBody(const char** data, size_t* size, ResponseSink* sink) {
+  const size_t take = static_cast<size_t>(std::min<uint64_t>(*size, left_));
+  sink->OnBody(*data, take);
+  *data += take;
+  *size -= take;
+  left_ -= take;
+  body_bytes_ += take;
+}
+
 ResponseReader::Status ResponseReader::Feed(const char* data, size_t size, ResponseSink* sink, size_t* used) {
   const char* const start = data;
   auto out = [&](Status status) {
@@ -256,11 +265,7 @@ ResponseReader::Status ResponseReader::Feed(const char* data, size_t size, Respo
           continue;
         }
         if (size == 0) return out(Status::kMore);
-        const size_t take = static_cast<size_t>(std::min<uint64_t>(size, left_));
-        sink->OnBody(data, take);
-        data += take;
-        size -= take;
-        left_ -= take;
+        PassBody(&data, &size, sink);
         continue;
       }
       case State::kChunkLine: {
@@ -286,12 +291,7 @@ ResponseReader::Status ResponseReader::Feed(const char* data, size_t size, Respo
       }
       case State::kChunkData: {
         if (size == 0) return out(Status::kMore);
-        const size_t take = static_cast<size_t>(std::min<uint64_t>(size, left_));
-        sink->OnBody(data, take);
-        data += take;
-        size -= take;
-        left_ -= take;
-        body_bytes_ += take;
+        PassBody(&data, &size, sink);
         if (left_ == 0) state_ = State::kChunkEnd;
         continue;
       }

@@ -72,6 +72,8 @@ class ResponseReader {
   bool ParseHead(ResponseHead* head);
   // Reads a line ending in CRLF (at most `limit` bytes before it) into line_, CRLF dropped.
   Line TakeLine(const char** data, size_t* size, size_t limit);
+  // Hands the sink what `data` holds of the body or chunk's `left_` bytes.
+  void PassBody(const char** data, size_t* size, ResponseSink* sink);
 
   uint64_t max_body_;
   State state_ = State::kHead;
@@ -80,7 +82,7 @@ class ResponseReader {
   size_t head_scan_ = 0;  // where the search for the blank line goes on
   std::string line_;
   uint64_t left_ = 0;        // of a Content-Length body or a chunk
-  uint64_t body_bytes_ = 0;  // of a chunked or until-the-end body
+  uint64_t body_bytes_ = 0;  // of the body so far
   size_t trailer_bytes_ = 0;
   size_t trailer_count_ = 0;
   bool too_large_ = false;

@@ -166,7 +166,10 @@ bool LoopChannel::FlushTls(LoopConnection* conn) {
 }
 
 void LoopChannel::ReadTls(LoopConnection* conn, const char* data, size_t size) {
-  conn->tls->Feed(data, size);
+  if (!conn->tls->Feed(data, size)) {
+    Break(conn, "TLS: " + conn->tls->error(), conn->open);
+    return;
+  }
   if (!conn->open) {
     Shake(conn);
     if (!conn->open || conn->broken) return;

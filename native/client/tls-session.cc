@@ -122,14 +122,19 @@ void TlsSession::SetError(const char* what) {
   error_ = detail.empty() ? what : std::string(what) + ": " + detail;
 }
 
-void TlsSession::Feed(const char* data, size_t size) {
+bool TlsSession::Feed(const char* data, size_t size) {
+  api_.ERR_clear_error();
   while (size > 0) {
     const int chunk = static_cast<int>(std::min<size_t>(size, 1 << 30));
     const int written = api_.BIO_write(in_, data, chunk);
-    if (written <= 0) return;  // a memory BIO takes everything
+    if (written <= 0) {
+      SetError("could not take the server's bytes");
+      return false;
+    }
     data += written;
     size -= static_cast<size_t>(written);
   }
+  return true;
 }
 
 TlsSession::Step TlsSession::Handshake() {

@@ -47,7 +47,8 @@ class TlsSession {
   TlsSession& operator=(const TlsSession&) = delete;
 
   bool ok() const { return ssl_ != nullptr; }
-  void Feed(const char* data, size_t size);
+  // False where OpenSSL would not take the bytes (no memory).
+  bool Feed(const char* data, size_t size);
   // Moves the handshake on; kFailed with error() saying why (an untrusted
   // certificate, a name it does not carry, no common protocol).
   Step Handshake();
