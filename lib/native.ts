@@ -209,8 +209,10 @@ export interface NativeAddon extends NativeObservability {
   readonly GrpcChannel?: NativeGrpcChannelClass;
   /** The client's native HTTP/1.1 channel. */
   readonly HttpChannel: NativeHttpChannelClass;
-  /** Whether the native channels can do TLS here (Node exports OpenSSL 3 to addons). */
-  readonly clientTls: boolean;
+  /** Whether the native client channels and engines can do TLS here (Node exports OpenSSL 3 to addons). */
+  readonly nativeTls: boolean;
+  /** Whether the native gRPC engine can run here (built with nghttp2's header, and Node exports nghttp2). */
+  readonly nativeGrpc: boolean;
   /** glibc's malloc_trim(0); false where the C library has none. */
   trimMallocHeap(): boolean;
   /** Synchronously ends every server of this environment (process 'exit'). */
@@ -327,6 +329,19 @@ export interface NativeHttpOptions {
   maxHeaderListBytes?: number;
   /** gRPC: bytes one connection may hold, both ways, before new calls are refused. */
   maxConnectionBytes?: number;
+  /** Serve TLS (lib/kserve/native-tls.ts); absent: plain TCP. */
+  tls?: NativeServerTls;
+}
+
+/** The native engines' TLS: PEM text, and whether clients must show certificates. */
+export interface NativeServerTls {
+  cert: string;
+  key: string;
+  passphrase: string;
+  /** CAs the clients' certificates are checked against (requestCert). */
+  ca: string;
+  requestCert: boolean;
+  rejectUnauthorized: boolean;
 }
 
 /** The listener; connections are numbered, and JS answers on the ones it was handed. */

@@ -5,17 +5,15 @@
  * clear TritonError within its timeout, never a hang.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { createServer, type Server as NetServer, type Socket } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { promisify } from 'node:util';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Server } from '../lib/index.js';
 import { Client, type ClientOptions } from '../lib/client/index.js';
 import { serveKServe, type KServeFrontends } from '../lib/kserve/index.js';
-import { MODELS, REPO_ROOT, expectNoRequestsLive, rejection, startServer } from './helpers.js';
+import { MODELS, REPO_ROOT, expectNoRequestsLive, makeCertificates, rejection, startServer, type TestCertificates } from './helpers.js';
 
 const run = promisify(execFile);
 
@@ -248,46 +246,37 @@ describe('a server killed under the client', () => {
 });
 
 describe('TLS', () => {
-  let dir: string;
-  let tlsFrontends: KServeFrontends;
+  let certificates: TestCertificates;
+  // The same mutual TLS served by each engine: the native one opens TLS in the addon, node's in node:https/node:http2.
+  const tlsFrontends: Partial<Record<'native' | 'node', KServeFrontends>> = {};
   let ca: Buffer;
   let clientCert: Buffer;
   let clientKey: Buffer;
 
   beforeAll(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'client-tls-'));
-    const at = (name: string) => join(dir, name);
-    const openssl = (...args: string[]) => run('openssl', args, { cwd: dir });
-    await openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=test CA', '-keyout', at('ca.key'), '-out', at('ca.pem'));
-    for (const [name, subject, ext] of [
-      ['server', '/CN=localhost', 'subjectAltName=IP:127.0.0.1,DNS:localhost'],
-      ['client', '/CN=client', 'extendedKeyUsage=clientAuth'],
-    ] as const) {
-      await openssl('req', '-newkey', 'rsa:2048', '-nodes', '-subj', subject, '-keyout', at(`${name}.key`), '-out', at(`${name}.csr`));
-      await run('sh', ['-c', `printf '%s\\n' '${ext}' > ${name}.ext`], { cwd: dir });
-      await openssl('x509', '-req', '-in', at(`${name}.csr`), '-CA', at('ca.pem'), '-CAkey', at('ca.key'), '-CAcreateserial', '-days', '1', '-extfile', at(`${name}.ext`), '-out', at(`${name}.pem`));
+    certificates = await makeCertificates();
+    ({ ca, clientCert, clientKey } = certificates);
+    const { serverKey: key, serverCert: cert } = certificates;
+    for (const engine of ['native', 'node'] as const) {
+      tlsFrontends[engine] = await serveKServe(server, {
+        // Mutual TLS: the client must show a certificate of the CA.
+        http: { port: 0, engine, tls: { key, cert, ca, requestCert: true, rejectUnauthorized: true } },
+        grpc: { port: 0, engine, credentials: grpc.ServerCredentials.createSsl(ca, [{ private_key: key, cert_chain: cert }], true) },
+      });
+      expect(tlsFrontends[engine]!.http!.engine).toBe(engine);
+      expect(tlsFrontends[engine]!.grpc!.engine).toBe(engine);
     }
-    ca = await readFile(at('ca.pem'));
-    const key = await readFile(at('server.key'));
-    const cert = await readFile(at('server.pem'));
-    clientCert = await readFile(at('client.pem'));
-    clientKey = await readFile(at('client.key'));
-    tlsFrontends = await serveKServe(server, {
-      // Mutual TLS: the client must show a certificate of the CA.
-      http: { port: 0, tls: { key, cert, ca, requestCert: true, rejectUnauthorized: true } },
-      grpc: { port: 0, credentials: grpc.ServerCredentials.createSsl(ca, [{ private_key: key, cert_chain: cert }], true) },
-    });
   }, 30_000);
 
   afterAll(async () => {
-    await tlsFrontends?.close();
-    if (dir) await rm(dir, { recursive: true, force: true });
+    for (const frontends of Object.values(tlsFrontends)) await frontends?.close();
+    await certificates?.remove();
   });
 
-  const targets = [
-    ['https', () => `https://127.0.0.1:${tlsFrontends.http!.port}`],
-    ['grpcs', () => `grpcs://127.0.0.1:${tlsFrontends.grpc!.port}`],
-  ] as const;
+  const targets = (['native', 'node'] as const).flatMap((engine) => [
+    [`https, ${engine} engine`, () => `https://127.0.0.1:${tlsFrontends[engine]!.http!.port}`],
+    [`grpcs, ${engine} engine`, () => `grpcs://127.0.0.1:${tlsFrontends[engine]!.grpc!.port}`],
+  ] as const);
   const cases = targets.flatMap(([name, target]) => (['native', 'js'] as const).map((transport) => [name, transport, target] as const));
 
   it.each(cases)('%s (%s): mutual TLS with a self-signed CA works; a client without the CA or its certificate fails clearly', async (_, transport, target) => {
@@ -324,7 +313,7 @@ describe('TLS', () => {
   });
 
   it('a native TLS client given a key that is not PEM fails at connect with INVALID_ARG', async () => {
-    const error = await rejection(Client.connect(`grpcs://127.0.0.1:${tlsFrontends.grpc!.port}`, { transport: 'native', tls: { ca, cert: clientCert, key: 'not a key' } }));
+    const error = await rejection(Client.connect(`grpcs://127.0.0.1:${tlsFrontends.native!.grpc!.port}`, { transport: 'native', tls: { ca, cert: clientCert, key: 'not a key' } }));
     expect(error.code).toBe('INVALID_ARG');
     expect(error.message).toContain('tls.cert and tls.key do not load');
   });

@@ -1,6 +1,8 @@
-import { cp, mkdtemp, rm } from 'node:fs/promises';
+import { execFile } from 'node:child_process';
+import { cp, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
 import { expect, vi } from 'vitest';
 import { Server, TritonError, liveObjects, type ServerOptions } from '../lib/index.js';
 
@@ -55,4 +57,44 @@ export async function rejection(promise: Promise<unknown>): Promise<TritonError>
     return error as TritonError;
   }
   throw new Error('expected a rejection');
+}
+
+/** PEM files of a private CA, a server certificate for 127.0.0.1 and localhost, and a client certificate, made by openssl. */
+export interface TestCertificates {
+  dir: string;
+  ca: Buffer;
+  serverKey: Buffer;
+  serverCert: Buffer;
+  /** serverKey encrypted with the passphrase 'secret'. */
+  serverKeyEncrypted: Buffer;
+  clientKey: Buffer;
+  clientCert: Buffer;
+  remove(): Promise<void>;
+}
+
+export async function makeCertificates(): Promise<TestCertificates> {
+  const run = promisify(execFile);
+  const dir = await mkdtemp(join(tmpdir(), 'tls-'));
+  const at = (name: string) => join(dir, name);
+  const openssl = (...args: string[]) => run('openssl', args, { cwd: dir });
+  await openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=test CA', '-keyout', at('ca.key'), '-out', at('ca.pem'));
+  for (const [name, subject, ext] of [
+    ['server', '/CN=localhost', 'subjectAltName=IP:127.0.0.1,DNS:localhost'],
+    ['client', '/CN=client', 'extendedKeyUsage=clientAuth'],
+  ] as const) {
+    await openssl('req', '-newkey', 'rsa:2048', '-nodes', '-subj', subject, '-keyout', at(`${name}.key`), '-out', at(`${name}.csr`));
+    await run('sh', ['-c', `printf '%s\\n' '${ext}' > ${name}.ext`], { cwd: dir });
+    await openssl('x509', '-req', '-in', at(`${name}.csr`), '-CA', at('ca.pem'), '-CAkey', at('ca.key'), '-CAcreateserial', '-days', '1', '-extfile', at(`${name}.ext`), '-out', at(`${name}.pem`));
+  }
+  await openssl('pkey', '-in', at('server.key'), '-aes256', '-passout', 'pass:secret', '-out', at('server-encrypted.key'));
+  return {
+    dir,
+    ca: await readFile(at('ca.pem')),
+    serverKey: await readFile(at('server.key')),
+    serverCert: await readFile(at('server.pem')),
+    serverKeyEncrypted: await readFile(at('server-encrypted.key')),
+    clientKey: await readFile(at('client.key')),
+    clientCert: await readFile(at('client.pem')),
+    remove: () => rm(dir, { recursive: true, force: true }),
+  };
 }

@@ -212,7 +212,7 @@ describe('native gRPC engine', () => {
     }
   });
 
-  it('is the default without TLS, and refuses TLS it would not serve', async () => {
+  it('is the default, and refuses TLS without a key and certificate', async () => {
     const { server } = suiteState();
     const plain = await serveKServe(server, { grpc: { port: 0 } });
     try {
@@ -222,7 +222,7 @@ describe('native gRPC engine', () => {
     }
     await expect(serveKServe(server, { grpc: { port: 0, engine: 'native', tls: {} } })).rejects.toMatchObject({
       code: 'INVALID_ARG',
-      message: expect.stringContaining('the native gRPC engine does not serve TLS'),
+      message: expect.stringContaining('tls.cert and tls.key do not load'),
     });
   });
 

@@ -46,7 +46,8 @@ import {
 import type { ResolvedProtocolOptions } from './options.js';
 import { classify } from '../classification.js';
 import { loadInferenceMessages, type MessageCodec } from './proto.js';
-import { openNativeListener, type NativeListener, type NativeListenerSettings } from './native-http.js';
+import { nativeEngineHere, openNativeListener, type NativeListener, type NativeListenerSettings } from './native-http.js';
+import { engineFor } from './native-tls.js';
 import { bigintsAsStrings, Tracker, tritonErrorCode } from './shared.js';
 import type { SharedMemoryInput } from '../shared-memory.js';
 import {
@@ -876,6 +877,7 @@ export async function startGrpc(
   const service = new GrpcService(server, options, await loadInferenceMessages('serving KServe gRPC'), limit);
   const { tracker, streams } = service;
   const tls = listen.tls ?? credentialsAsTls(listen.credentials);
+  const chosen = engineFor(listen.engine, tls, nativeEngineHere('grpc'));
   const budget = connectionBudget(listen, limit);
   const settings = {
     initialWindowSize: STREAM_WINDOW_BYTES,
@@ -885,7 +887,8 @@ export async function startGrpc(
   };
   // maxSessionMemory (MB) bounds what one connection may have buffered on Node's side; unsentBytes its answers.
   const maxSessionMemory = Math.ceil(budget.maxConnectionBytes / (1024 * 1024));
-  const h2 = tls === undefined
+  // The native engine opens TLS itself: the JS server behind it reads plaintext.
+  const h2 = tls === undefined || chosen.engine === 'native'
     ? http2.createServer({ settings, maxSessionMemory })
     : http2.createSecureServer({ ...(tls as http2.SecureServerOptions), settings, maxSessionMemory, allowHTTP1: false });
   const sessions = new Set<ServerHttp2Session>();
@@ -924,8 +927,9 @@ export async function startGrpc(
     await closed;
   };
 
-  const native = await listenNativeGrpc(server, h2, listen.engine, tls !== undefined, {
+  const native = chosen.engine === 'node' ? undefined : await listenNativeGrpc(server, h2 as http2.Http2Server, {
     protocol: 'grpc',
+    tls: chosen.tls,
     host: listen.host,
     port: listen.port,
     maxBodyBytes: limit,
@@ -972,31 +976,16 @@ export async function startGrpc(
   };
 }
 
-/**
- * The native engine's listener, whose virtual connections the JS server
- * serves; undefined for the `node` engine (asked for, or the default where
- * there is TLS or the addon has no nghttp2).
- */
-async function listenNativeGrpc(
+/** The native engine's listener, whose virtual connections the JS server serves. */
+function listenNativeGrpc(
   server: Server,
-  h2: http2.Http2Server | http2.Http2SecureServer,
-  engine: GrpcListenOptions['engine'],
-  secure: boolean,
-  settings: Pick<NativeListenerSettings, 'protocol' | 'host' | 'port' | 'maxBodyBytes' | 'fastPath' | 'maxConcurrentStreams' | 'maxHeaderListBytes' | 'maxConnectionBytes'>,
-): Promise<NativeListener | undefined> {
-  if (engine === 'native' && secure) {
-    throw new TritonError('INVALID_ARG', "the native gRPC engine does not serve TLS (use engine: 'node' with secure credentials)");
-  }
-  if (engine === 'node' || secure) return undefined;
-  try {
-    // Timeouts are Node's HTTP/1.1 ones: the addon keeps none for gRPC, as the JS server.
-    return await openNativeListener(server, { ...settings, headersTimeoutMs: 0, requestTimeoutMs: 0, keepAliveTimeoutMs: 0 }, (socket) =>
-      h2.emit('connection', socket),
-    );
-  } catch (error) {
-    if (engine === undefined && tritonErrorCode(error) === 'UNSUPPORTED') return undefined;
-    throw error;
-  }
+  h2: http2.Http2Server,
+  settings: Pick<NativeListenerSettings, 'protocol' | 'host' | 'port' | 'maxBodyBytes' | 'fastPath' | 'maxConcurrentStreams' | 'maxHeaderListBytes' | 'maxConnectionBytes' | 'tls'>,
+): Promise<NativeListener> {
+  // Timeouts are Node's HTTP/1.1 ones: the addon keeps none for gRPC, as the JS server.
+  return openNativeListener(server, { ...settings, headersTimeoutMs: 0, requestTimeoutMs: 0, keepAliveTimeoutMs: 0 }, (socket) =>
+    h2.emit('connection', socket),
+  );
 }
 
 /** Reads the request of a method other than inference (protobufjs), its size in objects bounded first. */

@@ -9,7 +9,8 @@ import type { AddressInfo } from 'node:net';
 import type { Server } from '../server.js';
 import { kserveHandler, type KServeHandler } from './http.js';
 import { startGrpc, type GrpcFrontend } from './grpc.js';
-import { listenNative } from './native-http.js';
+import { listenNative, nativeEngineHere } from './native-http.js';
+import { engineFor } from './native-tls.js';
 import { serveKServeOptionsSchema, type ServeKServeOptions } from './options.js';
 import { parseOptions } from './shared.js';
 
@@ -115,12 +116,12 @@ export async function serveKServe(server: Server, options: ServeKServeOptions): 
     },
   };
   try {
-    // The native engine unless TLS is asked for (it serves none).
-    const engine = http?.engine ?? (http?.tls === undefined ? 'native' : 'node');
-    if (http !== undefined && engine === 'native') {
+    const chosen = http === undefined ? undefined : engineFor(http.engine, http.tls, nativeEngineHere('http'));
+    if (http !== undefined && chosen?.engine === 'native') {
       const handler = kserveHandler(server, protocol);
       const listener = await listenNative(server, handler, {
         ...http,
+        tls: chosen.tls,
         maxBodyBytes: protocol.maxBodyBytes,
         // What the JS handler must see or time itself goes to it.
         fastPath: protocol.authorize === undefined && protocol.inferTimeoutMs === undefined,

@@ -12,7 +12,7 @@ import { lookup } from 'node:dns/promises';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import { isIP } from 'node:net';
 import { Duplex } from 'node:stream';
-import { native, NATIVE_HTTP_EVENT, type NativeHttpEvent, type NativeHttpFrontend } from '../native.js';
+import { native, NATIVE_HTTP_EVENT, type NativeHttpEvent, type NativeHttpFrontend, type NativeServerTls } from '../native.js';
 import { nativeServerOf, type Server } from '../server.js';
 import type { KServeHandler } from './http.js';
 
@@ -28,11 +28,12 @@ export class NativeSocket extends Duplex {
   #timer: NodeJS.Timeout | undefined;
   #timeoutMs = 0;
   readonly remoteAddress = undefined;
-  readonly encrypted = false;
 
   constructor(
     readonly frontend: NativeHttpFrontend,
     readonly connection: number,
+    /** The addon opened its TLS (JS sees plaintext). */
+    readonly encrypted: boolean,
   ) {
     super({ allowHalfOpen: true });
   }
@@ -112,6 +113,8 @@ export interface NativeListenerSettings {
   maxConcurrentStreams?: number;
   maxHeaderListBytes?: number;
   maxConnectionBytes?: number;
+  /** Serve TLS: the addon does the handshake and hands JS plaintext. */
+  tls?: NativeServerTls | undefined;
 }
 
 export interface NativeListener {
@@ -124,6 +127,11 @@ export interface NativeListener {
   drain(): void;
   /** Stops listening, closes every connection once its requests are answered, and resolves when the addon's thread ended. */
   close(): Promise<void>;
+}
+
+/** What the native engines can do here: gRPC (the addon found the nghttp2 Node exports), TLS (its OpenSSL). */
+export function nativeEngineHere(protocol: 'http' | 'grpc'): { engine: boolean; tls: boolean } {
+  return { engine: protocol === 'http' || native.nativeGrpc === true, tls: native.nativeTls === true };
 }
 
 /** Starts the addon's listener; `onConnection` gets the virtual socket of each connection it hands to JS. */
@@ -151,7 +159,7 @@ export async function openNativeListener(
       return;
     }
     if (socket === undefined) {
-      socket = new NativeSocket(frontend, connection);
+      socket = new NativeSocket(frontend, connection, settings.tls !== undefined);
       sockets.set(connection, socket);
       socket.once('close', () => sockets.delete(connection));
       onConnection(socket);
@@ -172,6 +180,7 @@ export async function openNativeListener(
       ...(settings.maxConcurrentStreams === undefined ? {} : { maxConcurrentStreams: settings.maxConcurrentStreams }),
       ...(settings.maxHeaderListBytes === undefined ? {} : { maxHeaderListBytes: settings.maxHeaderListBytes }),
       ...(settings.maxConnectionBytes === undefined ? {} : { maxConnectionBytes: settings.maxConnectionBytes }),
+      ...(settings.tls === undefined ? {} : { tls: settings.tls }),
     },
     onEvent,
   );

@@ -83,15 +83,12 @@ export const kserveHttpListenSchema = z.strictObject({
    * answers plain binary-tensor inference requests with Triton's C API and
    * hands every other request to the JS handler) or `node` (Node's
    * `node:http`/`node:https` server, every request through the JS handler).
-   * Default: `native`, or `node` with `tls` (the native engine serves no
-   * TLS). Both answer every route alike; see docs/kserve.md.
+   * Default: `native`, or `node` where `tls` has options the native
+   * engine's TLS lacks (it takes key, cert, ca, passphrase, requestCert,
+   * rejectUnauthorized). Both answer every route alike; see docs/kserve.md.
    */
   engine: z.enum(['node', 'native']).optional(),
-})
-  .refine((http) => http.engine !== 'native' || http.tls === undefined, {
-    message: "the native HTTP engine does not serve TLS (use engine: 'node' with tls)",
-    path: ['engine'],
-  });
+});
 
 /**
  * The gRPC listener. TLS: `tls` takes Node's own `http2.createSecureServer`
@@ -137,15 +134,12 @@ export const kserveGrpcListenSchema = z.strictObject({
    * speaks HTTP/2 with nghttp2, answers plain ModelInfer calls (raw tensors)
    * with Triton's C API and passes every other call on to the JS server) or
    * `node` (`node:http2`, every call through JS). Default: `native` where
-   * the addon has it and there is no TLS, else `node`. Both answer every
-   * method alike; see docs/kserve.md.
+   * the addon has it, unless `tls` (or `credentials`) has options the native
+   * engine's TLS lacks (it takes key, cert, ca, passphrase, requestCert,
+   * rejectUnauthorized). Both answer every method alike; see docs/kserve.md.
    */
   engine: z.enum(['node', 'native']).optional(),
-})
-  .refine((grpc) => grpc.engine !== 'native' || grpc.tls === undefined, {
-    message: "the native gRPC engine does not serve TLS (use engine: 'node' with tls)",
-    path: ['engine'],
-  });
+});
 
 export const kserveMetricsListenSchema = z.strictObject(listenSchema);
 

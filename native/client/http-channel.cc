@@ -508,7 +508,7 @@ class HttpChannelWrap : public Napi::ObjectWrap<HttpChannelWrap> {
 
 void RegisterHttpChannel(Napi::Env env, Napi::Object exports) {
   exports.Set("HttpChannel", HttpChannelWrap::Define(env));
-  exports.Set("clientTls", Napi::Boolean::New(env, TlsAvailable()));
+  exports.Set("nativeTls", Napi::Boolean::New(env, TlsAvailable()));
 }
 
 }  // namespace tsn

@@ -467,7 +467,7 @@ void ReadTls(Napi::Env env, Napi::Value value, const char* alpn, ChannelSettings
   }
   if (OpenSsl() == nullptr) throw Napi::Error::New(env, "this process exports no OpenSSL 3 for native TLS");
   std::string error;
-  settings->tls = TlsContext::Make(text[0], text[1], text[2], alpn, &error);
+  settings->tls = TlsContext::Client(text[0], text[1], text[2], alpn, &error);
   if (settings->tls == nullptr) throw Napi::Error::New(env, error);
   settings->tls_name = text[3];
 #else

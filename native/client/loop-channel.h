@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "tls-session.h"
+#include "../core/tls-session.h"
 
 namespace tsn::client {
 

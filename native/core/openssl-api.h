@@ -1,4 +1,4 @@
-// OpenSSL, for the client's native transports over TLS, found at run time
+// OpenSSL, for TLS in the native client transports and engines, found at run time
 // among the symbols Node exports to addons (Node links OpenSSL in and
 // exports it, as it does nghttp2): the same library Node's own `tls` uses,
 // never a second copy. Its headers come with Node's (node-gyp's include
@@ -22,6 +22,7 @@ namespace tsn {
 
 #define TSN_OPENSSL_FUNCTIONS(X)  \
   X(TLS_client_method)            \
+  X(TLS_server_method)            \
   X(SSL_CTX_new)                  \
   X(SSL_CTX_free)                 \
   X(SSL_CTX_ctrl)                 \
@@ -31,11 +32,16 @@ namespace tsn {
   X(SSL_CTX_use_PrivateKey)       \
   X(SSL_CTX_check_private_key)    \
   X(SSL_CTX_set_alpn_protos)      \
+  X(SSL_CTX_set_alpn_select_cb)   \
+  X(SSL_CTX_set_session_id_context) \
   X(SSL_new)                      \
   X(SSL_free)                     \
   X(SSL_ctrl)                     \
   X(SSL_set_bio)                  \
   X(SSL_set_connect_state)        \
+  X(SSL_set_accept_state)         \
+  X(SSL_is_init_finished)         \
+  X(SSL_shutdown)                 \
   X(SSL_set1_host)                \
   X(SSL_get0_param)               \
   X(SSL_do_handshake)             \

@@ -24,6 +24,7 @@
 #include "../core/nghttp2-api.h"
 #include "../inference/output-memory.h"
 #include "../core/server.h"
+#include "../core/tls-session.h"
 
 namespace tsn::frontend {
 
@@ -96,6 +97,14 @@ struct Conn {
   uint64_t last_active_ms = 0;
   uint64_t request_started_ms = 0;  // first byte of the request being read
   bool head_read = false;           // its head is in, its body is not yet
+  uint64_t accepted_ms = 0;
+#if defined(TSN_HAVE_OPENSSL)
+  // A TLS listener's connections: ciphertext on the socket, read into
+  // `sealed`; everything above (in, writes, JS) sees plaintext.
+  std::unique_ptr<TlsSession> tls;
+  std::unique_ptr<char[]> sealed;
+  bool tls_ready = false;  // handshake done
+#endif
   std::shared_ptr<Conn> self;  // held while the handle is open
 };
 
@@ -279,6 +288,7 @@ struct Frontend {
   void Emit(EventKind kind, uint64_t conn, std::string bytes);
   void Accept();
   void OnRead(Conn* conn, ssize_t nread);
+  void Received(Conn* conn, size_t before, bool ended);
   void Process(const std::shared_ptr<Conn>& conn);
   bool TryFast(const std::shared_ptr<Conn>& conn, const http::RequestHead& head, size_t total);
   bool SubmitHttp(Pending* pending, const http::RequestHead& head);
@@ -289,6 +299,7 @@ struct Frontend {
   void UpdateReading(Conn* conn);
   void CloseConn(Conn* conn);
   void Write(const std::shared_ptr<Conn>& conn, Outgoing* out);
+  void Send(const std::shared_ptr<Conn>& conn, Outgoing* out);
   void WriteText(const std::shared_ptr<Conn>& conn, std::string bytes, bool close_after);
   void EndAfterWrites(const std::shared_ptr<Conn>& conn);
   void OnWake();
@@ -300,6 +311,11 @@ struct Frontend {
   void BeginClose(bool force);
   void MaybeEndLoop();
   Conn* Lookup(uint64_t id);
+#if defined(TSN_HAVE_OPENSSL)
+  std::shared_ptr<TlsContext> tls;  // null: plain TCP
+  bool Unseal(Conn* conn, size_t count, bool* ended);
+  bool SendSealed(Conn* conn);
+#endif
 #if defined(TSN_HAVE_NGHTTP2)
   const Nghttp2Api* h2 = nullptr;
   nghttp2_session_callbacks* client_callbacks = nullptr;  // the client's session (a server session)

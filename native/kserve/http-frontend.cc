@@ -49,6 +49,11 @@ constexpr size_t kPipelinedBytes = 64 * 1024;
 constexpr uint64_t kUnreadByJsBytes = 1 << 20;
 // How long a closing connection's late bytes are read and dropped.
 constexpr uint64_t kLingerMs = 2000;
+// How long a TLS handshake may take (Node's tls servers allow 120 s: a
+// client that holds connections open without a session costs less here).
+constexpr uint64_t kHandshakeMs = 10000;
+// Ciphertext read at once from a TLS connection.
+constexpr size_t kSealedReadBytes = 64 * 1024;
 
 const char* Reason(int status) {
   switch (status) {
@@ -80,9 +85,17 @@ void Frontend::Emit(EventKind kind, uint64_t conn, std::string bytes) {
 
 // ---- connections ----------------------------------------------------------------------
 
-// Reads go straight into the connection's buffer, after what it holds.
+// Reads go straight into the connection's buffer, after what it holds
+// (TLS: into a buffer of ciphertext, opened into it).
 void AllocateRead(uv_handle_t* handle, size_t, uv_buf_t* buf) {
   Conn* conn = static_cast<Conn*>(handle->data);
+#if defined(TSN_HAVE_OPENSSL)
+  if (conn->tls != nullptr) {
+    if (conn->sealed == nullptr) conn->sealed.reset(new char[kSealedReadBytes]);
+    *buf = uv_buf_init(conn->sealed.get(), static_cast<unsigned>(kSealedReadBytes));
+    return;
+  }
+#endif
   conn->in.Reserve(16 * 1024);
   *buf = uv_buf_init(conn->in.end(), static_cast<unsigned>(std::min<size_t>(conn->in.room(), 1u << 30)));
 }
@@ -107,14 +120,26 @@ void Frontend::Accept() {
   }
   uv_tcp_nodelay(&conn->handle, 1);
   conn->node_id = conn->id;
-  conn->last_active_ms = uv_now(&loop);
+  conn->last_active_ms = conn->accepted_ms = uv_now(&loop);
   conns.emplace(conn->id, conn);
+  bool handshake_first = false;  // a gRPC session starts once TLS is up
+#if defined(TSN_HAVE_OPENSSL)
+  if (tls != nullptr) {
+    conn->tls = std::make_unique<TlsSession>(tls, "");
+    handshake_first = true;
+    if (!conn->tls->ok()) {
+      CloseConn(conn.get());
+      return;
+    }
+  }
+#endif
 #if defined(TSN_HAVE_NGHTTP2)
-  if (settings.grpc && !GrpcOpen(conn.get())) {
+  if (settings.grpc && !handshake_first && !GrpcOpen(conn.get())) {
     CloseConn(conn.get());
     return;
   }
 #endif
+  (void)handshake_first;
   uv_read_start(reinterpret_cast<uv_stream_t*>(&conn->handle), AllocateRead, OnReadDone);
 }
 
@@ -156,7 +181,30 @@ void Frontend::CloseConn(Conn* conn) {
   });
 }
 
+// Over TLS the answer is sealed here, so its response is deleted now (the
+// ciphertext is what waits for the socket).
 void Frontend::Write(const std::shared_ptr<Conn>& conn, Outgoing* out) {
+#if defined(TSN_HAVE_OPENSSL)
+  if (conn->tls != nullptr) {
+    bool sealed = conn->tls_ready;
+    for (const uv_buf_t& buf : out->bufs) sealed = sealed && conn->tls->Write(buf.base, buf.len);
+    if (out->response != nullptr) DeleteResponse(api, out->response);
+    out->response = nullptr;
+    out->head.clear();
+    if (!sealed) {
+      delete out;
+      CloseConn(conn.get());
+      return;
+    }
+    conn->tls->TakeOutput(&out->head);
+    out->bufs.assign(1, uv_buf_init(out->head.data(), static_cast<unsigned>(out->head.size())));
+  }
+#endif
+  Send(conn, out);
+}
+
+// Writes `out` to the socket as it is.
+void Frontend::Send(const std::shared_ptr<Conn>& conn, Outgoing* out) {
   out->conn = conn;
   out->api = &api;
   out->write.data = out;
@@ -193,6 +241,12 @@ void Frontend::WriteText(const std::shared_ptr<Conn>& conn, std::string bytes, b
 void Frontend::EndAfterWrites(const std::shared_ptr<Conn>& conn) {
   if (conn->closing || conn->ending) return;
   conn->ending = true;
+#if defined(TSN_HAVE_OPENSSL)
+  if (conn->tls != nullptr) {
+    conn->tls->Close();  // close_notify, where a session was made
+    if (!SendSealed(conn.get())) return;
+  }
+#endif
   auto* out = new Outgoing();
   out->conn = conn;
   out->shutdown.data = out;
@@ -229,22 +283,92 @@ void Frontend::OnRead(Conn* conn, ssize_t nread) {
     return;
   }
   conn->last_active_ms = uv_now(&loop);
+  const size_t before = conn->in.size;
+  bool ended = false;
+#if defined(TSN_HAVE_OPENSSL)
+  if (conn->tls != nullptr) {
+    if (conn->lingering) return;  // the rest of a request answered early: dropped unopened
+    if (!Unseal(conn, static_cast<size_t>(nread), &ended)) return;
+  } else
+#endif
+  {
+    conn->in.size += static_cast<size_t>(nread);
+  }
+  Received(conn, before, ended);
+}
+
+// The connection's plaintext grew from `before` bytes; `ended`: the client
+// closed its TLS session after them (an end, as that of the connection).
+void Frontend::Received(Conn* conn, size_t before, bool ended) {
   if (conn->lingering) {
     conn->in.Consume(conn->in.size);  // the rest of a request answered early: read and dropped
-    return;
-  }
+  } else if (conn->in.size > before) {
 #if defined(TSN_HAVE_NGHTTP2)
-  if (conn->grpc != nullptr) {
-    conn->in.size += static_cast<size_t>(nread);
-    GrpcRead(conn, static_cast<ssize_t>(conn->in.size));
-    return;
-  }
+    if (conn->grpc != nullptr) {
+      GrpcRead(conn, static_cast<ssize_t>(conn->in.size));
+    } else
 #endif
-  if (conn->in.size == 0) conn->request_started_ms = uv_now(&loop);
-  conn->in.size += static_cast<size_t>(nread);
-  Process(conn->self);
-  UpdateReading(conn);
+    {
+      if (before == 0) conn->request_started_ms = uv_now(&loop);
+      Process(conn->self);
+      UpdateReading(conn);
+    }
+  }
+  if (ended) CloseConn(conn);
 }
+
+#if defined(TSN_HAVE_OPENSSL)
+// Ciphertext read into `sealed` moves the handshake on, then opens into
+// `in`. False where the connection ends (a failed handshake: its alert
+// goes out first).
+bool Frontend::Unseal(Conn* conn, size_t count, bool* ended) {
+  TlsSession& session = *conn->tls;
+  bool ok = session.Feed(conn->sealed.get(), count);
+  if (ok && !conn->tls_ready) {
+    const TlsSession::Step step = session.Handshake();
+    ok = step != TlsSession::Step::kFailed;
+    if (step == TlsSession::Step::kDone) {
+      conn->tls_ready = true;
+#if defined(TSN_HAVE_NGHTTP2)
+      // Its SETTINGS are sealed after the handshake's last bytes, in the same output.
+      if (settings.grpc && !GrpcOpen(conn)) {
+        CloseConn(conn);
+        return false;
+      }
+#endif
+    }
+  }
+  // Bounded by what was fed: at most kSealedReadBytes of ciphertext a read.
+  while (ok && conn->tls_ready) {
+    conn->in.Reserve(16 * 1024);
+    size_t got = 0;
+    ok = session.Read(conn->in.end(), conn->in.room(), &got);
+    if (got == 0) break;
+    conn->in.size += got;
+  }
+  if (!SendSealed(conn)) return false;  // handshake messages, alerts, session tickets
+  if (ok) return true;
+  if (session.closed()) {
+    *ended = true;
+    return true;
+  }
+  EndAfterWrites(conn->self);
+  return false;
+}
+
+// Sends what the session has sealed (not through Write: nothing to seal).
+bool Frontend::SendSealed(Conn* conn) {
+  auto* out = new Outgoing();
+  conn->tls->TakeOutput(&out->head);
+  if (out->head.empty()) {
+    delete out;
+    return true;
+  }
+  out->bufs.push_back(uv_buf_init(out->head.data(), static_cast<unsigned>(out->head.size())));
+  Send(conn->self, out);
+  return !conn->closing;
+}
+#endif
 
 // Whether the connection is read now. Bounded both ways: while a request
 // is answered, no more than kPipelinedBytes of what follows are read ahead
@@ -779,6 +903,12 @@ void Frontend::Sweep() {
       if (now - conn->lingering_since_ms >= kLingerMs) idle.push_back(conn);
       continue;
     }
+#if defined(TSN_HAVE_OPENSSL)
+    if (conn->tls != nullptr && !conn->tls_ready) {
+      if (now - conn->accepted_ms >= kHandshakeMs) idle.push_back(conn);
+      continue;
+    }
+#endif
     if (conn->busy || conn->to_node || conn->ending || conn->grpc != nullptr) continue;
     const uint64_t quiet = now - conn->last_active_ms;
     const uint64_t reading = now - conn->request_started_ms;
@@ -875,9 +1005,18 @@ class HttpFrontendWrap : public Napi::ObjectWrap<HttpFrontendWrap> {
     settings.max_connection_bytes = static_cast<size_t>(number("maxConnectionBytes", static_cast<double>(settings.max_connection_bytes)));
     const std::string host = options.Get("host").ToString().Utf8Value();
     const int port = static_cast<int>(number("port", 0));
+#if defined(TSN_HAVE_OPENSSL)
+    std::shared_ptr<TlsContext> tls = ReadTls(env, options.Get("tls"), settings.grpc);
+#else
+    if (!options.Get("tls").IsUndefined())
+      throw ToJsError(env, TRITONSERVER_ERROR_UNSUPPORTED, "this addon was built without OpenSSL's headers: no TLS in the native engines");
+#endif
 
     frontend_ = std::make_unique<Frontend>(server->StateForFrontEnd(), settings);
     Frontend& f = *frontend_;
+#if defined(TSN_HAVE_OPENSSL)
+    f.tls = std::move(tls);
+#endif
     const TritonApi& api = f.api;
     if (settings.grpc) {
 #if defined(TSN_HAVE_NGHTTP2)
@@ -965,6 +1104,34 @@ class HttpFrontendWrap : public Napi::ObjectWrap<HttpFrontendWrap> {
   Napi::Value Answered(const Napi::CallbackInfo& info) {
     return Napi::Number::New(info.Env(), static_cast<double>(frontend_->answered.load(std::memory_order_relaxed)));
   }
+
+#if defined(TSN_HAVE_OPENSSL)
+  // { cert, key, passphrase, ca, requestCert, rejectUnauthorized } (PEM text; lib/kserve/native-tls.ts), or none.
+  static std::shared_ptr<TlsContext> ReadTls(Napi::Env env, Napi::Value value, bool grpc) {
+    if (value.IsUndefined()) return nullptr;
+    if (!value.IsObject()) throw ToJsError(env, TRITONSERVER_ERROR_INVALID_ARG, "tls: an object of PEM text");
+    if (OpenSsl() == nullptr)
+      throw ToJsError(env, TRITONSERVER_ERROR_UNSUPPORTED,
+                      "TLS in the native engines needs the OpenSSL 3 that Node exports, which this process lacks");
+    Napi::Object tls = value.As<Napi::Object>();
+    auto text = [&](const char* name) {
+      Napi::Value item = tls.Get(name);
+      return item.IsString() ? item.As<Napi::String>().Utf8Value() : std::string();
+    };
+    TlsServerSettings settings;
+    settings.cert = text("cert");
+    settings.key = text("key");
+    settings.passphrase = text("passphrase");
+    settings.ca = text("ca");
+    settings.request_cert = tls.Get("requestCert").ToBoolean().Value();
+    settings.reject_unauthorized = tls.Get("rejectUnauthorized").ToBoolean().Value();
+    settings.alpn = grpc ? "h2" : "http/1.1";
+    std::string error;
+    std::shared_ptr<TlsContext> context = TlsContext::Server(settings, &error);
+    if (context == nullptr) throw ToJsError(env, TRITONSERVER_ERROR_INVALID_ARG, "tls: " + error);
+    return context;
+  }
+#endif
 
   template <CommandKind kind>
   Napi::Value Send(const Napi::CallbackInfo& info) {
@@ -1062,6 +1229,11 @@ class HttpFrontendWrap : public Napi::ObjectWrap<HttpFrontendWrap> {
 
 void RegisterHttpFrontend(Napi::Env env, Napi::Object exports) {
   exports.Set("NativeHttpFrontend", HttpFrontendWrap::Define(env));
+#if defined(TSN_HAVE_NGHTTP2)
+  exports.Set("nativeGrpc", Napi::Boolean::New(env, Nghttp2() != nullptr));
+#else
+  exports.Set("nativeGrpc", Napi::Boolean::New(env, false));
+#endif
 }
 
 }  // namespace tsn
