@@ -1,17 +1,21 @@
 /**
  * One suite of the surface in-process and remote share (`InferenceServer` /
- * `InferenceModel`), run three ways against the same Triton: the in-process
- * `Server`, and the remote `Client` over gRPC and over HTTP to `serveKServe`
- * in front of that server. A difference between the three is a bug.
+ * `InferenceModel`), run against the same Triton: the in-process `Server`,
+ * and the remote `Client` over gRPC and over HTTP to `serveKServe` in front
+ * of that server, plain and over TLS, with each transport. A difference
+ * between them is a bug.
  */
 import { afterAll, beforeAll, describe, expect, expectTypeOf, it, vi } from 'vitest';
 import { Tensor, type InferenceModel, type InferenceServer, type Model, type ModelConfigInput, type Server } from '../lib/index.js';
 import { Client, RemoteModel } from '../lib/client/index.js';
 import { serveKServe, type KServeFrontends } from '../lib/kserve/index.js';
-import { expectNoRequestsLive, rejection, startServer } from './helpers.js';
+import { expectNoRequestsLive, makeCertificates, rejection, startServer, type TestCertificates } from './helpers.js';
 
 let server: Server;
 let frontends: KServeFrontends;
+/** The same, over TLS (the native engines open it). */
+let tlsFrontends: KServeFrontends;
+let certificates: TestCertificates;
 const clients: Client[] = [];
 
 const MODELS = [
@@ -25,12 +29,17 @@ beforeAll(async () => {
   server = await startServer();
   for (const name of MODELS) await server.loadModel(name);
   frontends = await serveKServe(server, { http: { port: 0 }, grpc: { port: 0 }, metrics: { port: 0 }, repositoryControl: true });
+  certificates = await makeCertificates();
+  const tls = { key: certificates.serverKey, cert: certificates.serverCert };
+  tlsFrontends = await serveKServe(server, { http: { port: 0, tls }, grpc: { port: 0, tls }, repositoryControl: true });
 }, 60_000);
 
 afterAll(async () => {
   for (const client of clients) await client.close();
   await frontends?.close();
+  await tlsFrontends?.close();
   await server?.stop();
+  await certificates?.remove();
 });
 
 interface Variant {
@@ -43,7 +52,8 @@ interface Variant {
 }
 
 async function connect(target: string, transport: 'native' | 'js' = 'js'): Promise<Client> {
-  const client = await Client.connect(target, { metricsUrl: `http://127.0.0.1:${frontends.metrics!.port}/metrics`, transport });
+  const tls = target.startsWith('grpcs:') || target.startsWith('https:') ? { tls: { ca: certificates.ca } } : {};
+  const client = await Client.connect(target, { metricsUrl: `http://127.0.0.1:${frontends.metrics!.port}/metrics`, transport, ...tls });
   if (client.transport !== transport) throw new Error(`asked for the ${transport} transport, got ${client.transport}`);
   clients.push(client);
   return client;
@@ -55,6 +65,10 @@ const variants: Variant[] = [
   { name: 'remote gRPC (js)', streams: true, serverSeesAbort: true, open: () => connect(`grpc://127.0.0.1:${frontends.grpc!.port}`, 'js') },
   { name: 'remote HTTP (native)', streams: false, serverSeesAbort: true, open: () => connect(`http://127.0.0.1:${frontends.http!.port}`, 'native') },
   { name: 'remote HTTP (js)', streams: false, serverSeesAbort: true, open: () => connect(`http://127.0.0.1:${frontends.http!.port}`, 'js') },
+  ...(['native', 'js'] as const).flatMap((transport): Variant[] => [
+    { name: `remote gRPC over TLS (${transport})`, streams: true, serverSeesAbort: true, open: () => connect(`grpcs://127.0.0.1:${tlsFrontends.grpc!.port}`, transport) },
+    { name: `remote HTTPS (${transport})`, streams: false, serverSeesAbort: true, open: () => connect(`https://127.0.0.1:${tlsFrontends.http!.port}`, transport) },
+  ]),
 ];
 
 /**
