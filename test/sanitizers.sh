@@ -30,7 +30,7 @@ LD_PRELOAD="$runtime" ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace
   TRITONSERVER_LIBRARY="$PWD/$out/testcore/libtritonserver.so" \
   npx vitest run test/kserve-http-native.test.ts test/kserve-grpc-native.test.ts test/kserve-hostile.test.ts \
     test/kserve-shared-memory.test.ts test/inference.test.ts test/client.test.ts test/client-faults.test.ts test/client-native.test.ts \
-    test/client-native-http.test.ts test/client-native-tls.test.ts test/client-native-fuzz.test.ts >"$log" 2>&1
+    test/client-native-http.test.ts test/client-native-tls.test.ts test/client-native-fuzz.test.ts test/kserve-tls.test.ts >"$log" 2>&1
 status=$?
 set -e
 if grep -qE "ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer" "$log"; then
