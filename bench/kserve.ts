@@ -21,7 +21,12 @@
  * requests, both with binary tensors; `http` and `grpc` are serveKServe's
  * `node` engines, `http-native` and `grpc-native` its `native` ones. Options
  * (env): BENCH_WINDOW_MS (2000), BENCH_CONCURRENCY ("1,16,64"), BENCH_SIZES
- * ("16,16384"), BENCH_PROTOCOLS ("http,http-native,grpc,grpc-native").
+ * ("16,16384"), BENCH_PROTOCOLS ("http,http-native,grpc,grpc-native"),
+ * BENCH_TLS_DIR (a folder with ca.pem, server.pem and server.key, the
+ * server's certificate for 127.0.0.1): every listener serves TLS with them,
+ * perf_analyzer verifies them (`--ssl-grpc-*`, `--ssl-https-*`), and
+ * tritonserver serves gRPC with `--grpc-use-ssl` (its HTTP front end has no
+ * TLS: HTTPS rows have no tritonserver column then).
  * At [1,16384] and concurrency 16 perf_analyzer itself falls behind (it
  * keeps every response's outputs and sorts them out per window, in time
  * quadratic in a window's records): measure that point alone with
@@ -50,6 +55,8 @@ const concurrencies = (process.env.BENCH_CONCURRENCY ?? '1,16,64').split(',').ma
 const sizes = (process.env.BENCH_SIZES ?? '16,16384').split(',').map(Number);
 // http, grpc: the `node` engines; http-native, grpc-native: the `native` ones (same handlers behind them).
 const protocols = (process.env.BENCH_PROTOCOLS ?? 'http,http-native,grpc,grpc-native').split(',') as Array<'http' | 'http-native' | 'grpc' | 'grpc-native'>;
+const tlsDir = process.env.BENCH_TLS_DIR;
+const tls = tlsDir === undefined ? undefined : { key: await readFile(join(tlsDir, 'server.key')), cert: await readFile(join(tlsDir, 'server.pem')), ca: join(tlsDir, 'ca.pem') };
 
 function findPerfAnalyzer(): string {
   const candidates = [
@@ -73,10 +80,14 @@ async function perfAnalyzer(binary: string, protocol: 'http' | 'grpc', url: stri
   try {
     const csv = join(dir, 'out.csv');
     const libDir = join(dirname(dirname(binary)), 'lib');
+    const secure = tls === undefined ? [] : protocol === 'grpc'
+      ? ['--ssl-grpc-use-ssl', '--ssl-grpc-root-certifications-file', tls.ca]
+      : ['--ssl-https-verify-peer', '1', '--ssl-https-verify-host', '2', '--ssl-https-ca-certificates-file', tls.ca];
     await run(
       binary,
       [
-        '-m', 'identity_fp32', '-u', url, '-i', protocol, '--shape', `INPUT0:${size}`,
+        '-m', 'identity_fp32', '-u', tls !== undefined && protocol === 'http' ? `https://${url}` : url, '-i', protocol, '--shape', `INPUT0:${size}`,
+        ...secure,
         // Stability on average latency, loosely (max/min of 3 windows within 10×):
         // on a shared machine tighter bounds never settle. The CSV has p99 anyway.
         '--concurrency-range', String(concurrency), '--measurement-interval', String(windowMs),
@@ -84,7 +95,10 @@ async function perfAnalyzer(binary: string, protocol: 'http' | 'grpc', url: stri
         ...(protocol === 'grpc' ? ['--async'] : []),
       ],
       { env: { ...process.env, LD_LIBRARY_PATH: [libDir, process.env.LD_LIBRARY_PATH ?? ''].join(delimiter) }, maxBuffer: 1 << 24 },
-    );
+    ).catch(async (error: unknown) => {
+      // perf_analyzer r25.07 crashes as it exits after a run over TLS, its CSV written (TRITON_FACTS.md).
+      if ((await readFile(csv, 'utf8').catch(() => '')).trim().split('\n').length < 2) throw error;
+    });
     const [header, row] = (await readFile(csv, 'utf8')).trim().split('\n');
     const columns = (header ?? '').split(',');
     const values = (row ?? '').split(',');
@@ -141,6 +155,7 @@ async function startTritonserver(binary: string, libraryPath: string): Promise<T
       `--model-repository=${join(root, 'test/models')}`, `--backend-directory=${backends}`, '--model-control-mode=explicit',
       '--load-model=identity_fp32', `--http-port=${http}`, `--grpc-port=${grpc}`, `--metrics-port=${metrics}`,
       '--http-address=127.0.0.1', '--grpc-address=127.0.0.1', '--metrics-address=127.0.0.1', '--log-info=false',
+      ...(tlsDir === undefined ? [] : ['--grpc-use-ssl=true', `--grpc-server-cert=${join(tlsDir, 'server.pem')}`, `--grpc-server-key=${join(tlsDir, 'server.key')}`, `--grpc-root-cert=${join(tlsDir, 'ca.pem')}`]),
     ],
     { stdio: ['ignore', 'ignore', 'inherit'] },
   );
@@ -175,12 +190,14 @@ const ratio = (ours: Result | string, theirs: Result | string): string =>
 const perf = findPerfAnalyzer();
 const server = await Server.start({ modelRepository: join(root, 'test/models'), modelControlMode: 'explicit', log: { info: false } });
 await server.loadModel('identity_fp32');
-const frontends = await serveKServe(server, { http: { port: 0, engine: 'node' }, grpc: { port: 0, engine: 'node' } });
-const natives = await serveKServe(server, { http: { port: 0, engine: 'native' }, grpc: { port: 0, engine: 'native' } });
+const serving = tls === undefined ? {} : { tls: { key: tls.key, cert: tls.cert } };
+const frontends = await serveKServe(server, { http: { port: 0, engine: 'node', ...serving }, grpc: { port: 0, engine: 'node', ...serving } });
+const natives = await serveKServe(server, { http: { port: 0, engine: 'native', ...serving }, grpc: { port: 0, engine: 'native', ...serving } });
 const binary = process.env.TRITONSERVER_BINARY;
 const triton = binary === undefined ? undefined : await startTritonserver(binary, server.library.path);
 console.log(`library: ${server.library.path} (C API ${server.library.major}.${server.library.minor}); perf_analyzer: ${perf}`);
 if (binary !== undefined) console.log(`tritonserver: ${binary}`);
+if (tlsDir !== undefined) console.log(`TLS: ${tlsDir} (tritonserver: gRPC only)`);
 console.log(`window ${windowMs} ms; throughput in infer/s, p99 in µs; each ratio is serveKServe's throughput over the other's\n`);
 const headings = ['protocol', 'shape', 'concurrency', 'serveKServe infer/s', 'p99 µs', 'in-process infer/s', 'p99 µs', '÷ in-process'];
 if (triton !== undefined) headings.push('tritonserver infer/s', 'p99 µs', '÷ tritonserver');
@@ -195,7 +212,7 @@ try {
         const wire = protocol.startsWith('grpc') ? 'grpc' : 'http';
         const ours = await cell(() => perfAnalyzer(perf, wire, `127.0.0.1:${port}`, size, concurrency));
         let row = `| ${protocol} | [1,${size}] | ${concurrency} | ${show(ours)} | ${show(baseline)} | ${ratio(ours, baseline)}`;
-        if (triton !== undefined) {
+        if (triton !== undefined && !(tls !== undefined && wire === 'http')) {
           const theirs = await cell(() => perfAnalyzer(perf, wire, `127.0.0.1:${wire === 'http' ? triton.http : triton.grpc}`, size, concurrency));
           row += ` | ${show(theirs)} | ${ratio(ours, theirs)}`;
         }

@@ -80,10 +80,12 @@ describe.each(['native', 'node'] as const)('TLS, %s engine', (engine) => {
 
   it('serves HTTPS with the given key and certificate', async () => {
     const url = `https://127.0.0.1:${frontends.http?.port}/v2/health/live`;
-    const { stdout } = await run('curl', ['-s', '--cacert', `${certificates.dir}/ca.pem`, '-w', '%{http_code}', url]);
+    // curl without the sanitizers' runtime that test/sanitizers.sh preloads into this process.
+    const { LD_PRELOAD: _, ...env } = process.env;
+    const { stdout } = await run('curl', ['-s', '--cacert', `${certificates.dir}/ca.pem`, '-w', '%{http_code}', url], { env, timeout: 10_000 });
     expect(stdout).toBe('200');
     // Without the CA, curl does not trust it.
-    await expect(run('curl', ['-s', '-f', url])).rejects.toThrow();
+    await expect(run('curl', ['-s', '-f', url], { env, timeout: 10_000 })).rejects.toThrow();
   });
 
   it("serves gRPC over TLS with grpc-js credentials, or with Node's TLS options; a plaintext client gets no answer", async () => {

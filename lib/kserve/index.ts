@@ -31,7 +31,7 @@ export const METRICS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
 
 /** A running HTTP listener of {@link serveKServe} (the HTTP/REST or the metrics one). */
 export interface HttpFrontend {
-  /** The `node:http` (or, with `tls`, `node:https`) server underneath. */
+  /** The `node:http` server underneath (`node:https` for the `node` engine with `tls`; the native engine opens TLS itself). */
   server: HttpServer;
   /** The interface it is bound to (the `host` option, default `127.0.0.1`). */
   host: string;
