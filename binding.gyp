@@ -24,6 +24,7 @@
         "native/core/server.cc",
         "native/core/shared-memory.cc",
         "native/core/tls-session.cc",
+        "native/core/zlib-api.cc",
         "native/inference/completions.cc",
         "native/inference/drain.cc",
         "native/inference/inference.cc",

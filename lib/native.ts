@@ -331,6 +331,8 @@ export interface NativeHttpOptions {
   maxConnectionBytes?: number;
   /** Serve TLS (lib/kserve/native-tls.ts); absent: plain TCP. */
   tls?: NativeServerTls;
+  /** gRPC: compress answers with this where the client accepts it (its grpc-accept-encoding). */
+  responseCompression?: 'none' | 'gzip' | 'deflate';
 }
 
 /** The native engines' TLS: PEM text, and whether clients must show certificates. */

@@ -1,8 +1,9 @@
 import http2 from 'node:http2';
+import { deflateSync, gunzipSync, gzipSync, inflateSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { liveObjects } from '../lib/index.js';
 import { serveKServe, type KServeFrontends } from '../lib/kserve/index.js';
-import { encodeModelInferRequest, type WireInferRequest } from '../lib/kserve/infer-wire.js';
+import { decodeModelInferResponse, encodeModelInferRequest, type WireInferRequest } from '../lib/kserve/infer-wire.js';
 import { expectNoRequestsLive } from './helpers.js';
 import { clientFor, defineGrpcSuite, suiteState, unaryCall, unaryFailure } from './kserve-grpc.suite.js';
 import { float32Bytes, Segment } from './shared-memory-segments.js';
@@ -19,9 +20,10 @@ interface RawAnswer {
   data: Buffer;
 }
 
-/** A gRPC message: the 5-byte prefix, then the bytes. */
-function framed(message: Buffer): Buffer {
+/** A gRPC message: the 5-byte prefix (its compressed flag, its length), then the bytes. */
+function framed(message: Buffer, compressed = false): Buffer {
   const prefix = Buffer.alloc(5);
+  prefix[0] = compressed ? 1 : 0;
   prefix.writeUInt32BE(message.length, 1);
   return Buffer.concat([prefix, message]);
 }
@@ -31,11 +33,11 @@ function inferMessage(request: Partial<WireInferRequest> & Pick<WireInferRequest
 }
 
 /** One call over a session of its own, every byte of the answer kept. */
-async function rawCall(port: number, message: Buffer, headers: http2.OutgoingHttpHeaders = {}): Promise<RawAnswer> {
+async function rawCall(port: number, message: Buffer, headers: http2.OutgoingHttpHeaders = {}, compressed = false): Promise<RawAnswer> {
   const session = http2.connect(`http://127.0.0.1:${port}`);
   try {
     const stream = session.request({ ':method': 'POST', ':path': MODEL_INFER, 'content-type': 'application/grpc', te: 'trailers', ...headers });
-    stream.end(framed(message));
+    stream.end(framed(message, compressed));
     return await new Promise<RawAnswer>((resolve, reject) => {
       let answer: http2.IncomingHttpHeaders = {};
       let trailers: http2.IncomingHttpHeaders = {};
@@ -196,10 +198,10 @@ describe('native gRPC engine', () => {
     await expectNoRequestsLive();
   });
 
-  it('keeps the fast path off where JS must see each call (authorize, inferTimeoutMs, responseCompression)', async () => {
+  it('keeps the fast path off where JS must see each call (authorize, inferTimeoutMs)', async () => {
     const { server } = suiteState();
     const message = inferMessage({ model_name: 'identity_fp32', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 1], bytes: f32Bytes([3]) }] });
-    for (const options of [{ authorize: () => true }, { inferTimeoutMs: 10_000 }, { grpc: { port: 0, engine: 'native' as const, responseCompression: 'gzip' as const } }]) {
+    for (const options of [{ authorize: () => true }, { inferTimeoutMs: 10_000 }]) {
       const own = await serveKServe(server, { grpc: { port: 0, engine: 'native' }, ...options });
       try {
         const answer = await rawCall(own.grpc?.port ?? 0, message);
@@ -224,6 +226,100 @@ describe('native gRPC engine', () => {
       code: 'INVALID_ARG',
       message: expect.stringContaining('tls.cert and tls.key do not load'),
     });
+  });
+
+  it('answers gzip and deflate calls itself, and compresses answers for clients that accept it (responseCompression)', async () => {
+    const { server } = suiteState();
+    const values = Array.from({ length: 16384 }, (_, i) => (i % 13) - 6);
+    const message = inferMessage({ model_name: 'identity_fp32', id: 'z', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, values.length], bytes: f32Bytes(values) }] });
+    const packers = { gzip: gzipSync, deflate: deflateSync };
+    const unpackers = { gzip: gunzipSync, deflate: inflateSync };
+    for (const answers of ['gzip', 'deflate'] as const) {
+      const own = await serveKServe(server, { grpc: { port: 0, engine: 'native', responseCompression: answers } });
+      try {
+        for (const sent of ['gzip', 'deflate'] as const) {
+          for (const accepts of [`identity,${answers}`, 'identity']) {
+            const before = own.grpc?.answeredNatively ?? 0;
+            const answer = await rawCall(own.grpc!.port, packers[sent](message), { 'grpc-encoding': sent, 'grpc-accept-encoding': accepts }, true);
+            expect(answer.trailers['grpc-status']).toBe('0');
+            expect(own.grpc?.answeredNatively).toBe(before + 1);
+            const packed = accepts.includes(answers);
+            expect(answer.headers['grpc-encoding']).toBe(packed ? answers : undefined);
+            expect(answer.data[0]).toBe(packed ? 1 : 0);
+            expect(answer.data.readUInt32BE(1)).toBe(answer.data.length - 5);
+            const body = packed ? unpackers[answers](answer.data.subarray(5)) : answer.data.subarray(5);
+            const decoded = decodeModelInferResponse(body);
+            expect(decoded.id).toBe('z');
+            const raw = decoded.raw_output_contents[0]!;
+            expect(Array.from(new Float32Array(raw.buffer.slice(raw.byteOffset, raw.byteOffset + raw.byteLength)))).toEqual(values);
+          }
+        }
+      } finally {
+        await own.close();
+      }
+    }
+    await expectNoRequestsLive();
+  });
+
+  it('passes on compressed messages it cannot read: a bomb past the limit, corrupt bytes, trailing bytes', async () => {
+    const { server } = suiteState();
+    const own = await serveKServe(server, { grpc: { port: 0, engine: 'native', maxReceiveMessageBytes: 64 * 1024 } });
+    try {
+      const port = own.grpc!.port;
+      const bomb = await rawCall(port, gzipSync(Buffer.alloc(64 * 1024 * 1024), { level: 9 }), { 'grpc-encoding': 'gzip' }, true);
+      expect(bomb.headers['grpc-status'] ?? bomb.trailers['grpc-status']).toBe('8');
+      const message = inferMessage({ model_name: 'identity_fp32', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 2], bytes: f32Bytes([1, 2]) }] });
+      const zipped = gzipSync(message);
+      for (const bad of [zipped.subarray(0, zipped.length - 3), Buffer.concat([zipped, Buffer.from('tail')]), Buffer.from('not gzip at all')]) {
+        const answer = await rawCall(port, bad, { 'grpc-encoding': 'gzip' }, true);
+        expect(answer.headers['grpc-status'] ?? answer.trailers['grpc-status']).toBe('13');
+      }
+      // A compressed flag under grpc-encoding identity is the JS engine's to refuse.
+      const unflagged = await rawCall(port, message, { 'grpc-encoding': 'identity' }, true);
+      expect(unflagged.headers['grpc-status'] ?? unflagged.trailers['grpc-status']).not.toBe('0');
+      expect(own.grpc?.answeredNatively).toBe(0);
+      // What it can read, it still answers.
+      expect((await rawCall(port, zipped, { 'grpc-encoding': 'gzip' }, true)).trailers['grpc-status']).toBe('0');
+      expect(own.grpc?.answeredNatively).toBe(1);
+    } finally {
+      await own.close();
+    }
+    await expectNoRequestsLive();
+  });
+
+  it('counts what compressed messages inflate to in the connection budget while Triton holds them', async () => {
+    const { server } = suiteState();
+    const own = await serveKServe(server, { grpc: { port: 0, engine: 'native', maxConnectionBytes: 3 * 1024 * 1024 } });
+    const session = http2.connect(`http://127.0.0.1:${own.grpc!.port}`);
+    try {
+      // 1 MiB each once inflated (about 1 KiB sent), held by the slow model for 500 ms.
+      const message = inferMessage({
+        model_name: 'slow',
+        inputs: [
+          { name: 'INPUT0', datatype: 'FP32', shape: [256 * 1024], bytes: Buffer.alloc(1024 * 1024) },
+          { name: 'DELAY_MS', datatype: 'UINT32', shape: [1], bytes: Buffer.from(new Uint32Array([500]).buffer) },
+        ],
+      });
+      const zipped = framed(gzipSync(message), true);
+      const statuses = await Promise.all(
+        Array.from({ length: 4 }, () => new Promise<string>((resolve, reject) => {
+          const stream = session.request({ ':method': 'POST', ':path': MODEL_INFER, 'content-type': 'application/grpc', te: 'trailers', 'grpc-encoding': 'gzip' });
+          let status = '';
+          stream.on('response', (h) => (status = String(h['grpc-status'] ?? status)));
+          stream.on('trailers', (t) => (status = String(t['grpc-status'] ?? status)));
+          stream.on('data', () => undefined);
+          stream.on('error', reject);
+          stream.on('close', () => resolve(status));
+          stream.end(zipped);
+        })),
+      );
+      // Two fit (2 MiB held; a third would pass 3 MiB with what else the connection holds); the others are told to retry (UNAVAILABLE).
+      expect(statuses.sort()).toEqual(['0', '0', '14', '14']);
+    } finally {
+      session.close();
+      await own.close();
+    }
+    await expectNoRequestsLive();
   });
 
   it('cancels its Triton request when the client resets the call', async () => {

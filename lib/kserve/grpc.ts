@@ -934,8 +934,9 @@ export async function startGrpc(
     port: listen.port,
     maxBodyBytes: limit,
     ...budget,
-    // What JS must see or time itself (authorize, a time cap, compressed answers) goes to it.
-    fastPath: options.authorize === undefined && options.inferTimeoutMs === undefined && listen.responseCompression === 'none',
+    // What JS must see or time itself (authorize, a time cap) goes to it.
+    fastPath: options.authorize === undefined && options.inferTimeoutMs === undefined,
+    responseCompression: listen.responseCompression,
   });
   if (native !== undefined) {
     return {
@@ -980,7 +981,7 @@ export async function startGrpc(
 function listenNativeGrpc(
   server: Server,
   h2: http2.Http2Server,
-  settings: Pick<NativeListenerSettings, 'protocol' | 'host' | 'port' | 'maxBodyBytes' | 'fastPath' | 'maxConcurrentStreams' | 'maxHeaderListBytes' | 'maxConnectionBytes' | 'tls'>,
+  settings: Pick<NativeListenerSettings, 'protocol' | 'host' | 'port' | 'maxBodyBytes' | 'fastPath' | 'maxConcurrentStreams' | 'maxHeaderListBytes' | 'maxConnectionBytes' | 'tls' | 'responseCompression'>,
 ): Promise<NativeListener> {
   // Timeouts are Node's HTTP/1.1 ones: the addon keeps none for gRPC, as the JS server.
   return openNativeListener(server, { ...settings, headersTimeoutMs: 0, requestTimeoutMs: 0, keepAliveTimeoutMs: 0 }, (socket) =>

@@ -115,6 +115,8 @@ export interface NativeListenerSettings {
   maxConnectionBytes?: number;
   /** Serve TLS: the addon does the handshake and hands JS plaintext. */
   tls?: NativeServerTls | undefined;
+  /** gRPC: answers compressed for clients that accept it, as the JS server's `responseCompression`. */
+  responseCompression?: 'none' | 'gzip' | 'deflate';
 }
 
 export interface NativeListener {
@@ -181,6 +183,7 @@ export async function openNativeListener(
       ...(settings.maxHeaderListBytes === undefined ? {} : { maxHeaderListBytes: settings.maxHeaderListBytes }),
       ...(settings.maxConnectionBytes === undefined ? {} : { maxConnectionBytes: settings.maxConnectionBytes }),
       ...(settings.tls === undefined ? {} : { tls: settings.tls }),
+      ...(settings.responseCompression === undefined ? {} : { responseCompression: settings.responseCompression }),
     },
     onEvent,
   );

@@ -18,6 +18,7 @@
 
 #include <napi.h>
 
+#include "../core/bytes.h"
 #include "../core/errors.h"
 #include "grpc-wire.h"
 #include "http-wire.h"
@@ -25,46 +26,9 @@
 #include "../inference/output-memory.h"
 #include "../core/server.h"
 #include "../core/tls-session.h"
+#include "../core/zlib-api.h"
 
 namespace tsn::frontend {
-
-// Received bytes: grown in place and handed whole to a request that ends
-// where the reading ended (the usual case), so its body is never copied.
-// What was consumed is skipped, not moved, until the room behind runs out:
-// pipelined requests cost each byte once, not once per request.
-struct Bytes {
-  std::unique_ptr<char[]> data;
-  size_t start = 0;  // bytes before it are consumed
-  size_t size = 0;   // bytes held, from start
-  size_t capacity = 0;
-
-  char* begin() const { return data.get() + start; }
-  char* end() const { return begin() + size; }
-  size_t room() const { return capacity - start - size; }
-
-  void Reserve(size_t free) {
-    if (room() >= free) return;
-    // Moving to the front pays once the bytes moved are no more than those consumed.
-    if (start >= size && capacity - size >= free) {
-      if (size > 0) std::memmove(data.get(), begin(), size);
-      start = 0;
-      return;
-    }
-    size_t grown = capacity == 0 ? 64 * 1024 : capacity;
-    while (grown - size < free) grown *= 2;
-    std::unique_ptr<char[]> next(new char[grown]);
-    if (size > 0) std::memcpy(next.get(), begin(), size);
-    data = std::move(next);
-    start = 0;
-    capacity = grown;
-  }
-  // Drops the first `count` bytes.
-  void Consume(size_t count) {
-    start += count;
-    size -= count;
-    if (size == 0) start = 0;
-  }
-};
 
 struct Frontend;
 struct Pending;
@@ -128,6 +92,7 @@ struct Pending {
   // the outputs Triton writes into a region (read by the allocator).
   std::vector<SharedMemoryRef> inputs_held;
   std::vector<std::pair<std::string, SharedMemorySpan>> output_regions;
+  size_t inflated = 0;  // gRPC: `bytes` is what a compressed message inflated to, counted in its connection's budget
   // Written on Triton's threads under `mutex`; read on the loop thread after final.
   std::mutex mutex;
   TRITONSERVER_InferenceResponse* response = nullptr;
@@ -180,6 +145,7 @@ struct Settings {
   uint32_t max_concurrent_streams = 1000;
   size_t max_header_list_bytes = 16 * 1024;  // name + value + 32 per header, as HTTP/2 counts
   size_t max_connection_bytes = 256 << 20;   // held both ways: requests, answers, unsent writes
+  int response_window_bits = 0;              // gRPC: answers compressed for clients that accept it (responseCompression)
 };
 
 // A request's headers past this count are refused, as Node's maxHeaderListPairs does.
@@ -215,6 +181,8 @@ struct Queue {
 struct GrpcStream {
   int32_t id = 0;
   std::vector<Header> headers;  // the request's
+  int window_bits = 0;          // its grpc-encoding as zlib reads it (WindowBitsOf); 0: identity
+  int answer_window_bits = 0;   // the answer's, where it is compressed here
   bool decided = false;         // answered here, or passed on
   bool proxied = false;
   bool request_ended = false;
@@ -242,6 +210,7 @@ struct GrpcConn {
   std::unordered_map<int32_t, GrpcStream*> by_inner;
   size_t buffered = 0;  // request bytes held here (headers, bodies being read, bytes waiting for JS)
   size_t answers = 0;   // response bytes waiting for the client's flow-control window
+  size_t inflated = 0;  // what the compressed messages inside Triton inflated to
   bool goaway_sent = false;
 
   GrpcStream* Find(int32_t id) {

@@ -32,7 +32,23 @@ Conn* ConnOf(void* user) { return static_cast<Conn*>(user); }
 
 // What a connection holds of the server's memory: requests being read or
 // passed on, answers its client has not taken, writes not yet sent.
-size_t Held(Conn* conn) { return conn->grpc->buffered + conn->grpc->answers + conn->handle.write_queue_size; }
+size_t Held(Conn* conn) {
+  return conn->grpc->buffered + conn->grpc->answers + conn->grpc->inflated + conn->handle.write_queue_size;
+}
+
+// Whether a grpc-accept-encoding list names `encoding`.
+bool Accepts(const std::string& list, const char* encoding) {
+  for (size_t at = 0; at <= list.size();) {
+    size_t end = list.find(',', at);
+    if (end == std::string::npos) end = list.size();
+    size_t first = at, last = end;
+    while (first < last && list[first] == ' ') ++first;
+    while (last > first && list[last - 1] == ' ') --last;
+    if (list.compare(first, last - first, encoding) == 0) return true;
+    at = end + 1;
+  }
+  return false;
+}
 
 // Refuses a stream as Node does when a connection asks too much of it.
 int Refuse(Conn* conn, int32_t id) {
@@ -363,18 +379,35 @@ void Frontend::GrpcFlush(Conn* conn) {
 }
 
 // Answered here only when nothing in its headers asks for what the JS
-// front end does (a deadline, compression); else passed on at once.
+// front end does (a deadline, an encoding other than gzip or deflate, or
+// compression without zlib here); else passed on at once.
 void Frontend::GrpcRequestHeaders(Conn* conn, GrpcStream* stream) {
   bool fast = settings.fast_path && !fast_stopped.load(std::memory_order_relaxed) && !closing;
   bool post = false, infer = false, grpc_type = false;
+  std::string accepted;
   for (const Header& header : stream->headers) {
     if (header.first == ":method") post = header.second == "POST";
     else if (header.first == ":path") infer = header.second == kModelInferPath;
     else if (header.first == "content-type")
       grpc_type = header.second == "application/grpc" || header.second == "application/grpc+proto";
     else if (header.first == "grpc-timeout") fast = false;
-    else if (header.first == "grpc-encoding") fast = fast && header.second == "identity";
+    else if (header.first == "grpc-encoding") {
+#if defined(TSN_HAVE_ZLIB)
+      stream->window_bits = WindowBitsOf(header.second);
+#endif
+      fast = fast && (stream->window_bits != 0 || header.second == "identity");
+    } else if (header.first == "grpc-accept-encoding") {
+      accepted = header.second;
+    }
   }
+  // Answers compressed as the JS front end compresses them: where the client accepts the encoding.
+  if (settings.response_window_bits == 31 && Accepts(accepted, "gzip")) stream->answer_window_bits = 31;
+  if (settings.response_window_bits == 15 && Accepts(accepted, "deflate")) stream->answer_window_bits = 15;
+#if defined(TSN_HAVE_ZLIB)
+  if ((stream->window_bits != 0 || stream->answer_window_bits != 0) && Zlib() == nullptr) fast = false;
+#else
+  if (stream->answer_window_bits != 0) fast = false;
+#endif
   if (!(fast && post && infer && grpc_type)) GrpcPassOn(conn, stream);
 }
 
@@ -388,29 +421,57 @@ void Frontend::GrpcRequestEnded(Conn* conn, GrpcStream* stream) {
   }
 }
 
-// A ModelInfer call whose one message this front end reads goes to Triton.
+// A ModelInfer call whose one message this front end reads goes to Triton;
+// a compressed one (gzip, deflate) once inflated, within the message limit.
+// What it cannot read (a corrupt or oversized message among them) goes to
+// the JS front end, which says what is wrong.
 bool Frontend::GrpcTryFast(Conn* conn, GrpcStream* stream) {
   Bytes& body = stream->body;
-  if (body.size < 5 || body.begin()[0] != 0) return false;
+  if (body.size < 5 || static_cast<uint8_t>(body.begin()[0]) > 1) return false;
+  const bool compressed = body.begin()[0] == 1;
   const auto* prefix = reinterpret_cast<const uint8_t*>(body.begin());
   const size_t length = (size_t{prefix[1]} << 24) | (size_t{prefix[2]} << 16) | (size_t{prefix[3]} << 8) | prefix[4];
-  if (length != body.size - 5) return false;
+  if (length != body.size - 5 || (compressed && stream->window_bits == 0)) return false;
+  const size_t received = body.size;
+  Bytes message;  // what a compressed message inflates to: the inputs point into it
+#if defined(TSN_HAVE_ZLIB)
+  bool too_large = false;
+  if (compressed && !InflateAll(body.begin() + 5, length, stream->window_bits, settings.max_body_bytes, &message, &too_large))
+    return false;
+  // Inflated messages count in the connection's budget while Triton holds them: a small bomb cannot hold much.
+  if (compressed && Held(conn) + message.size > settings.max_connection_bytes) {
+    stream->decided = true;
+    GrpcFail(conn, stream, Failure{TRITONSERVER_ERROR_UNAVAILABLE, "the connection holds more than grpc.maxConnectionBytes of inflated messages: retry once its calls are answered"});
+    QueueFlush(conn);
+    return true;
+  }
+#else
+  if (compressed) return false;
+#endif
+  const char* start = compressed ? message.begin() : body.begin() + 5;
   grpc::InferRequest request;
-  if (!grpc::ReadInferRequest(body.begin() + 5, length, &request)) return false;
+  if (!grpc::ReadInferRequest(start, compressed ? message.size : length, &request)) return false;
   auto pending = std::make_unique<Pending>();
   pending->frontend = this;
   pending->conn = conn->self;
   pending->stream_id = stream->id;
   pending->model = request.model;
   pending->version = request.version;
-  pending->bytes = std::move(body);  // the inputs point into it, wherever it lives
-  body = Bytes{};
+  if (compressed) {
+    pending->inflated = message.size;
+    pending->bytes = std::move(message);
+  } else {
+    pending->bytes = std::move(body);  // the inputs point into it, wherever it lives
+    body = Bytes{};
+  }
   if (!Submit(pending.get(), request.id, request.inputs, request.outputs)) {
-    body = std::move(pending->bytes);
+    if (!compressed) body = std::move(pending->bytes);
     return false;
   }
   stream->decided = true;
-  conn->grpc->buffered -= pending->bytes.size;
+  conn->grpc->buffered -= received;
+  conn->grpc->inflated += pending->inflated;
+  body = Bytes{};
   stream->pending = pending.release();  // Settle deletes it
   return true;
 }
@@ -527,13 +588,28 @@ void Frontend::GrpcAnswer(Pending* pending) {
   }
   stream->to_client.bytes = grpc::EncodeInferResponse(view.model != nullptr ? view.model : pending->model,
                                                       view.version, view.id, view.parameters, outputs);
-  conn->grpc->answers += stream->to_client.size();
   DeleteResponse(api, response);
+  std::vector<Header> headers{{":status", "200"}, {"content-type", "application/grpc"}, {"grpc-accept-encoding", kAcceptEncoding}};
+#if defined(TSN_HAVE_ZLIB)
+  if (stream->answer_window_bits != 0) {
+    // The message after its 5-byte prefix, compressed, behind a prefix of its own.
+    const std::string& plain = stream->to_client.bytes;
+    std::string packed(5, '\0');
+    if (!DeflateAll(plain.data() + 5, plain.size() - 5, stream->answer_window_bits, &packed)) {
+      GrpcFail(conn, stream, Failure{TRITONSERVER_ERROR_INTERNAL, "could not compress the response"});
+      return;
+    }
+    const uint32_t length = static_cast<uint32_t>(packed.size() - 5);
+    packed[0] = 1;
+    for (int i = 0; i < 4; ++i) packed[1 + i] = static_cast<char>(length >> (24 - 8 * i));
+    stream->to_client.bytes = std::move(packed);
+    headers.emplace_back("grpc-encoding", stream->answer_window_bits == 31 ? "gzip" : "deflate");
+  }
+#endif
+  conn->grpc->answers += stream->to_client.size();
   stream->response_ended = true;
   stream->trailers = {{"grpc-status", "0"}};
-  GrpcRespond(conn, stream,
-              {{":status", "200"}, {"content-type", "application/grpc"}, {"grpc-accept-encoding", kAcceptEncoding}},
-              true);
+  GrpcRespond(conn, stream, std::move(headers), true);
 }
 
 // Closing: no new calls (GOAWAY); the connection ends once its calls are answered.

@@ -793,6 +793,7 @@ void Frontend::AnswerError(Pending* pending, const Failure& failure) {
 void Frontend::Settle(Pending* pending) {
   if (!pending->answered || !pending->released) return;
   std::unique_ptr<Pending> owned(pending);
+  if (pending->inflated > 0 && pending->conn->grpc != nullptr) pending->conn->grpc->inflated -= pending->inflated;
   TakeError(api, api.InferenceRequestDelete(pending->request));
   --in_flight;
   state->RequestLeft();
@@ -1003,6 +1004,8 @@ class HttpFrontendWrap : public Napi::ObjectWrap<HttpFrontendWrap> {
     settings.max_concurrent_streams = static_cast<uint32_t>(number("maxConcurrentStreams", settings.max_concurrent_streams));
     settings.max_header_list_bytes = static_cast<size_t>(number("maxHeaderListBytes", static_cast<double>(settings.max_header_list_bytes)));
     settings.max_connection_bytes = static_cast<size_t>(number("maxConnectionBytes", static_cast<double>(settings.max_connection_bytes)));
+    const std::string compression = options.Get("responseCompression").IsString() ? options.Get("responseCompression").As<Napi::String>().Utf8Value() : "";
+    settings.response_window_bits = compression == "gzip" ? 31 : compression == "deflate" ? 15 : 0;
     const std::string host = options.Get("host").ToString().Utf8Value();
     const int port = static_cast<int>(number("port", 0));
 #if defined(TSN_HAVE_OPENSSL)
