@@ -26,7 +26,11 @@
  * server's certificate for 127.0.0.1): every listener serves TLS with them,
  * perf_analyzer verifies them (`--ssl-grpc-*`, `--ssl-https-*`), and
  * tritonserver serves gRPC with `--grpc-use-ssl` (its HTTP front end has no
- * TLS: HTTPS rows have no tritonserver column then).
+ * TLS: HTTPS rows have no tritonserver column then), BENCH_COMPRESSION
+ * (gzip or deflate: perf_analyzer compresses its gRPC requests with
+ * `--grpc-compression-algorithm`; with BENCH_RESPONSE_COMPRESSION=1 the
+ * servers compress their answers too: serveKServe's `responseCompression`,
+ * tritonserver's `--grpc-infer-response-compression-level=high`).
  * At [1,16384] and concurrency 16 perf_analyzer itself falls behind (it
  * keeps every response's outputs and sorts them out per window, in time
  * quadratic in a window's records): measure that point alone with
@@ -56,6 +60,8 @@ const sizes = (process.env.BENCH_SIZES ?? '16,16384').split(',').map(Number);
 // http, grpc: the `node` engines; http-native, grpc-native: the `native` ones (same handlers behind them).
 const protocols = (process.env.BENCH_PROTOCOLS ?? 'http,http-native,grpc,grpc-native').split(',') as Array<'http' | 'http-native' | 'grpc' | 'grpc-native'>;
 const tlsDir = process.env.BENCH_TLS_DIR;
+const compression = process.env.BENCH_COMPRESSION as 'gzip' | 'deflate' | undefined;
+const responseCompression = compression !== undefined && process.env.BENCH_RESPONSE_COMPRESSION === '1' ? compression : 'none';
 const tls = tlsDir === undefined ? undefined : { key: await readFile(join(tlsDir, 'server.key')), cert: await readFile(join(tlsDir, 'server.pem')), ca: join(tlsDir, 'ca.pem') };
 
 function findPerfAnalyzer(): string {
@@ -88,6 +94,7 @@ async function perfAnalyzer(binary: string, protocol: 'http' | 'grpc', url: stri
       [
         '-m', 'identity_fp32', '-u', tls !== undefined && protocol === 'http' ? `https://${url}` : url, '-i', protocol, '--shape', `INPUT0:${size}`,
         ...secure,
+        ...(compression !== undefined && protocol === 'grpc' ? ['--grpc-compression-algorithm', compression] : []),
         // Stability on average latency, loosely (max/min of 3 windows within 10×):
         // on a shared machine tighter bounds never settle. The CSV has p99 anyway.
         '--concurrency-range', String(concurrency), '--measurement-interval', String(windowMs),
@@ -155,6 +162,7 @@ async function startTritonserver(binary: string, libraryPath: string): Promise<T
       `--model-repository=${join(root, 'test/models')}`, `--backend-directory=${backends}`, '--model-control-mode=explicit',
       '--load-model=identity_fp32', `--http-port=${http}`, `--grpc-port=${grpc}`, `--metrics-port=${metrics}`,
       '--http-address=127.0.0.1', '--grpc-address=127.0.0.1', '--metrics-address=127.0.0.1', '--log-info=false',
+      ...(responseCompression === 'none' ? [] : ['--grpc-infer-response-compression-level=high']),
       ...(tlsDir === undefined ? [] : ['--grpc-use-ssl=true', `--grpc-server-cert=${join(tlsDir, 'server.pem')}`, `--grpc-server-key=${join(tlsDir, 'server.key')}`, `--grpc-root-cert=${join(tlsDir, 'ca.pem')}`]),
     ],
     { stdio: ['ignore', 'ignore', 'inherit'] },
@@ -191,13 +199,14 @@ const perf = findPerfAnalyzer();
 const server = await Server.start({ modelRepository: join(root, 'test/models'), modelControlMode: 'explicit', log: { info: false } });
 await server.loadModel('identity_fp32');
 const serving = tls === undefined ? {} : { tls: { key: tls.key, cert: tls.cert } };
-const frontends = await serveKServe(server, { http: { port: 0, engine: 'node', ...serving }, grpc: { port: 0, engine: 'node', ...serving } });
-const natives = await serveKServe(server, { http: { port: 0, engine: 'native', ...serving }, grpc: { port: 0, engine: 'native', ...serving } });
+const frontends = await serveKServe(server, { http: { port: 0, engine: 'node', ...serving }, grpc: { port: 0, engine: 'node', responseCompression, ...serving } });
+const natives = await serveKServe(server, { http: { port: 0, engine: 'native', ...serving }, grpc: { port: 0, engine: 'native', responseCompression, ...serving } });
 const binary = process.env.TRITONSERVER_BINARY;
 const triton = binary === undefined ? undefined : await startTritonserver(binary, server.library.path);
 console.log(`library: ${server.library.path} (C API ${server.library.major}.${server.library.minor}); perf_analyzer: ${perf}`);
 if (binary !== undefined) console.log(`tritonserver: ${binary}`);
 if (tlsDir !== undefined) console.log(`TLS: ${tlsDir} (tritonserver: gRPC only)`);
+if (compression !== undefined) console.log(`gRPC requests compressed: ${compression}; answers: ${responseCompression}`);
 console.log(`window ${windowMs} ms; throughput in infer/s, p99 in µs; each ratio is serveKServe's throughput over the other's\n`);
 const headings = ['protocol', 'shape', 'concurrency', 'serveKServe infer/s', 'p99 µs', 'in-process infer/s', 'p99 µs', '÷ in-process'];
 if (triton !== undefined) headings.push('tritonserver infer/s', 'p99 µs', '÷ tritonserver');
