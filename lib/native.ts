@@ -211,6 +211,8 @@ export interface NativeAddon extends NativeObservability {
   readonly HttpChannel: NativeHttpChannelClass;
   /** Whether the native client channels and engines can do TLS here (Node exports OpenSSL 3 to addons). */
   readonly nativeTls: boolean;
+  /** Whether the native channels and engines can compress here (Node exports its zlib to addons). */
+  readonly nativeCompression: boolean;
   /** Whether the native gRPC engine can run here (built with nghttp2's header, and Node exports nghttp2). */
   readonly nativeGrpc: boolean;
   /** glibc's malloc_trim(0); false where the C library has none. */
@@ -287,7 +289,7 @@ export interface NativeHttpChannel {
 export type NativeHttpChannelClass = new (
   host: string,
   port: number,
-  settings: [connectTimeoutMs: number, keepAliveMs: number, maxMessageBytes: number, connections: number],
+  settings: [connectTimeoutMs: number, keepAliveMs: number, maxMessageBytes: number, connections: number, compress: 0 | 1],
   onEvents: NativeChannelEvents,
   tls?: NativeTlsSettings,
 ) => NativeHttpChannel;
@@ -296,7 +298,7 @@ export type NativeGrpcChannelClass = new (
   host: string,
   port: number,
   authority: string,
-  settings: [connectTimeoutMs: number, keepAliveMs: number, maxMessageBytes: number, connections: 1],
+  settings: [connectTimeoutMs: number, keepAliveMs: number, maxMessageBytes: number, connections: 1, compress: 0 | 1],
   onEvents: NativeChannelEvents,
   tls?: NativeTlsSettings,
 ) => NativeGrpcChannel;

@@ -10,6 +10,7 @@
  * process stays well; test/sanitizers.sh runs this under ASan and UBSan.
  */
 import { createServer, type Socket } from 'node:net';
+import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { random } from '../bench/chaos-workload.js';
 import { NativeGrpcConnection, nativeGrpcChannelClass } from '../lib/client/native-grpc.js';
@@ -80,11 +81,13 @@ async function settled<T>(call: Promise<T>): Promise<{ value: T } | { error: unk
   return outcome;
 }
 
-/** A proper answer to stream `s`: headers, a ServerLiveResponse { live: true }, trailers. */
-function answer(s: number): Buffer[] {
+/** A proper answer to stream `s`: headers, a ServerLiveResponse { live: true } (gzip'd where `compressed`), trailers. */
+function answer(s: number, compressed: boolean): Buffer[] {
+  const encoding = compressed ? [hpackLiteral('grpc-encoding', 'gzip')] : [];
+  const live = Buffer.from([0x08, 0x01]);
   return [
-    frame(FRAME.headers, FLAG.endHeaders, s, Buffer.concat([hpackLiteral(':status', '200'), hpackLiteral('content-type', 'application/grpc')])),
-    frame(FRAME.data, 0, s, grpcMessage(Buffer.from([0x08, 0x01]))),
+    frame(FRAME.headers, FLAG.endHeaders, s, Buffer.concat([hpackLiteral(':status', '200'), hpackLiteral('content-type', 'application/grpc'), ...encoding])),
+    frame(FRAME.data, 0, s, compressed ? grpcMessage(gzipSync(live), 1) : grpcMessage(live)),
     frame(FRAME.headers, FLAG.endHeaders | FLAG.endStream, s, Buffer.concat([hpackLiteral('grpc-status', '0'), hpackLiteral('grpc-message', '')])),
   ];
 }
@@ -93,7 +96,8 @@ function answer(s: number): Buffer[] {
 function mutated(index: number, s: number): Answer {
   const next = random(1_000_003 * (index + 1));
   const pick = (n: number): number => Math.floor(next() * n);
-  let frames = answer(s);
+  // Odd cases answer compressed, to a client that takes it (the native transport inflates it).
+  let frames = answer(s, index % 2 === 1);
   const mutations = 1 + pick(3);
   for (let m = 0; m < mutations; m++) {
     switch (pick(9)) {
@@ -191,7 +195,7 @@ describe('the native gRPC transport against a fuzzing server', () => {
     const malformed: string[] = [];
     try {
       for (; index < CASES; index++) {
-        const connection = new NativeGrpcConnection(channel, { host: '127.0.0.1', port: server.port, connectTimeoutMs: 1000, keepAliveMs: 60_000, maxMessageBytes: 1024 * 1024 });
+        const connection = new NativeGrpcConnection(channel, { host: '127.0.0.1', port: server.port, connectTimeoutMs: 1000, keepAliveMs: 60_000, maxMessageBytes: 1024 * 1024, compress: index % 2 === 1 });
         const outcome = await settled(connection.unary(PATH, Buffer.alloc(0), {}, undefined, AbortSignal.timeout(250)));
         connection.close();
         if (outcome === 'hung') {
@@ -222,8 +226,10 @@ describe('the native gRPC transport against a fuzzing server', () => {
 function mutatedHttp(index: number): Answer {
   const next = random(7_000_003 * (index + 1));
   const pick = (n: number): number => Math.floor(next() * n);
-  const body = '{"live":true}';
-  let head = ['HTTP/1.1 200 OK', 'Content-Type: application/json', `Content-Length: ${body.length}`];
+  // Odd cases answer gzip'd, to a client that asked for it (the native transport inflates it).
+  const compressed = index % 2 === 1;
+  const body = compressed ? gzipSync('{"live":true}').toString('latin1') : '{"live":true}';
+  let head = ['HTTP/1.1 200 OK', 'Content-Type: application/json', `Content-Length: ${body.length}`, ...(compressed ? ['Content-Encoding: gzip'] : [])];
   let tail = body;
   const mutations = 1 + pick(3);
   const edits: Array<(bytes: Buffer) => Buffer> = [];
@@ -299,7 +305,7 @@ describe('the native HTTP transport against a fuzzing server', () => {
     const malformed: string[] = [];
     try {
       for (; index < CASES; index++) {
-        const exchange = new NativeHttpExchange(channel, `http://127.0.0.1:${server.port}`, { host: '127.0.0.1', port: server.port }, { connectTimeoutMs: 1000, keepAliveMs: 60_000, maxMessageBytes: 1024, connections: 1 });
+        const exchange = new NativeHttpExchange(channel, `http://127.0.0.1:${server.port}`, { host: '127.0.0.1', port: server.port }, { connectTimeoutMs: 1000, keepAliveMs: 60_000, maxMessageBytes: 1024, connections: 1, compress: index % 2 === 1 });
         // 100 ms: a local server's answer is there well before; what is cut short waits this long.
         const outcome = await settled(exchange.request('GET', '/v2/health/live', {}, undefined, { deadline: undefined, signal: AbortSignal.timeout(100), headers: {} }));
         exchange.close();

@@ -9,6 +9,7 @@
  * call closes its connection.
  */
 import { createServer, type Socket } from 'node:net';
+import { deflateSync, gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { Client } from '../lib/client/index.js';
 import { rejection } from './helpers.js';
@@ -174,6 +175,39 @@ describe('the native HTTP transport against a misbehaving server', () => {
         expect(cut.message).toContain('the server closed the connection');
         expect((await client.metadata()).name).toBe('raw');
       },
+    );
+  });
+
+  it('with compression, inflates gzip and deflate answers; refuses a bomb, corrupt bytes and other encodings (request bodies: client.test.ts)', async () => {
+    let n = 0;
+    const seen: Request[] = [];
+    const answer = (bytes: Buffer, encoding: string): string =>
+      `HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: ${encoding}\r\nContent-Length: ${bytes.length}\r\n\r\n${bytes.toString('latin1')}`;
+    await against(
+      (request, socket) => {
+        n++;
+        seen.push(request);
+        if (n === 1) socket.write(answer(gzipSync(METADATA), 'gzip'), 'latin1');
+        else if (n === 2) socket.write(answer(deflateSync(METADATA), 'deflate'), 'latin1');
+        else if (n === 3) socket.write(answer(gzipSync(Buffer.alloc(8 * 1024 * 1024, 32)), 'gzip'), 'latin1');
+        else if (n === 4) socket.write(answer(gzipSync(METADATA).subarray(0, 20), 'gzip'), 'latin1');
+        else if (n === 5) socket.write(answer(Buffer.from(METADATA), 'br'), 'latin1');
+        else socket.write(ok(METADATA));
+      },
+      async (client) => {
+        expect((await client.metadata()).name).toBe('raw');
+        expect(seen[0]!.headers['accept-encoding']).toContain('gzip');
+        expect((await client.metadata()).name).toBe('raw');
+        const bomb = await rejection(client.metadata({ timeoutMs: 5000 }));
+        expect(bomb.code).toBe('INVALID_ARG'); // RESOURCE_EXHAUSTED, as the JS transport says it
+        expect(bomb.message).toContain('larger than maxMessageBytes (1048576) once inflated');
+        const cut = await rejection(client.metadata({ timeoutMs: 5000 }));
+        expect(cut.code).toBe('INTERNAL');
+        expect(cut.message).toContain('not a whole gzip stream');
+        const brotli = await rejection(client.metadata({ timeoutMs: 5000 }));
+        expect(brotli.message).toContain('compressed (br) although the native transport asked for gzip or deflate');
+      },
+      { compression: 'gzip', maxMessageBytes: 1024 * 1024 },
     );
   });
 

@@ -8,6 +8,7 @@
  * under it. The HTTP transport's hostile servers: client-native-http.test.ts.
  */
 import { execFile } from 'node:child_process';
+import { deflateSync, gzipSync } from 'node:zlib';
 import http2, { type ServerHttp2Stream } from 'node:http2';
 import { createServer as createNetServer, type Socket } from 'node:net';
 import { resolve } from 'node:path';
@@ -113,6 +114,41 @@ describe('the native gRPC transport against a misbehaving server', () => {
         expect(error.message).toContain('larger than maxMessageBytes (1048576)');
         expect(await client.live()).toBe(true);
         expect(server.sessions()).toBe(1);
+      },
+      { maxMessageBytes: 1024 * 1024 },
+    );
+  });
+
+  it('inflates gzip and deflate answers (which it takes without compression of its own); refuses a bomb past maxMessageBytes, corrupt bytes and other encodings, and goes on', async () => {
+    const metadata = Buffer.from(messages.ServerMetadata!.responseSerialize({ name: 'raw', version: '1', extensions: [] }));
+    let n = 0;
+    await against(
+      (stream) => {
+        n++;
+        const [encoding, bytes] = ([
+          ['gzip', gzipSync(metadata)],
+          ['deflate', deflateSync(metadata)],
+          ['gzip', gzipSync(Buffer.alloc(8 * 1024 * 1024))],
+          ['gzip', gzipSync(metadata).subarray(0, 12)],
+          ['snappy', metadata],
+        ] as const)[Math.min(n - 1, 4)]!;
+        stream.respond({ ':status': 200, 'content-type': 'application/grpc', 'grpc-encoding': encoding }, { waitForTrailers: true });
+        stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
+        stream.end(grpcMessage(Buffer.from(bytes), 1));
+      },
+      async (client) => {
+        expect((await client.metadata()).name).toBe('raw');
+        expect((await client.metadata()).name).toBe('raw');
+        const bomb = await rejection(client.metadata({ timeoutMs: 5000 }));
+        expect(bomb.code).toBe('INVALID_ARG'); // RESOURCE_EXHAUSTED, the caller's to fix
+        expect(bomb.message).toContain('larger than maxMessageBytes (1048576) once inflated');
+        const cut = await rejection(client.metadata({ timeoutMs: 5000 }));
+        expect(cut.code).toBe('INTERNAL');
+        expect(cut.message).toContain('not a whole gzip stream');
+        const other = await rejection(client.metadata({ timeoutMs: 5000 }));
+        expect(other.code).toBe('INTERNAL');
+        expect(other.message).toContain("a compressed message with grpc-encoding 'snappy'");
+        expect(await client.live()).toBe(true);
       },
       { maxMessageBytes: 1024 * 1024 },
     );

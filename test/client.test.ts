@@ -153,7 +153,7 @@ describe.each(['grpc', 'http'] as const)('%s', (protocol) => {
   });
 });
 
-describe('gzip', () => {
+describe.each(['native', 'js'] as const)('gzip (%s transport)', (transport) => {
   it('gRPC: request messages go gzip-compressed (bytes counted on the wire)', async () => {
     // A TCP pass-through to serveKServe's gRPC port that counts what the client sends.
     let sent = 0;
@@ -168,8 +168,9 @@ describe('gzip', () => {
     const through = `grpc://127.0.0.1:${(proxy.address() as { port: number }).port}`;
     const data = new Float32Array(16384).fill(3);
     const measure = async (compression: 'gzip' | 'none'): Promise<number> => {
-      const client = await Client.connect(through, { compression });
+      const client = await Client.connect(through, { compression, transport });
       try {
+        expect(client.transport).toBe(transport);
         await client.model('identity_fp32').infer({ inputs: small });
         const before = sent;
         const response = await client.model('identity_fp32').infer({ inputs: { INPUT0: { shape: [1, 16384], data } } });
@@ -217,7 +218,7 @@ describe('gzip', () => {
       });
     });
     await new Promise<void>((done) => proxy.listen(0, '127.0.0.1', done));
-    const client = await Client.connect(`http://127.0.0.1:${(proxy.address() as { port: number }).port}`, { compression: 'gzip' });
+    const client = await Client.connect(`http://127.0.0.1:${(proxy.address() as { port: number }).port}`, { compression: 'gzip', transport });
     try {
       const data = new Float32Array(4096).fill(5);
       const response = await client.model('identity_fp32').infer({ inputs: { INPUT0: { shape: [1, 4096], data } } });

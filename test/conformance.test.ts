@@ -15,6 +15,8 @@ let server: Server;
 let frontends: KServeFrontends;
 /** The same, over TLS (the native engines open it). */
 let tlsFrontends: KServeFrontends;
+/** The same, compressing its gRPC answers (responseCompression). */
+let gzipFrontends: KServeFrontends;
 let certificates: TestCertificates;
 const clients: Client[] = [];
 
@@ -32,12 +34,14 @@ beforeAll(async () => {
   certificates = await makeCertificates();
   const tls = { key: certificates.serverKey, cert: certificates.serverCert };
   tlsFrontends = await serveKServe(server, { http: { port: 0, tls }, grpc: { port: 0, tls }, repositoryControl: true });
+  gzipFrontends = await serveKServe(server, { http: { port: 0 }, grpc: { port: 0, responseCompression: 'gzip' }, repositoryControl: true });
 }, 60_000);
 
 afterAll(async () => {
   for (const client of clients) await client.close();
   await frontends?.close();
   await tlsFrontends?.close();
+  await gzipFrontends?.close();
   await server?.stop();
   await certificates?.remove();
 });
@@ -51,9 +55,9 @@ interface Variant {
   open(): Promise<InferenceServer>;
 }
 
-async function connect(target: string, transport: 'native' | 'js' = 'js'): Promise<Client> {
+async function connect(target: string, transport: 'native' | 'js' = 'js', compression: 'none' | 'gzip' = 'none'): Promise<Client> {
   const tls = target.startsWith('grpcs:') || target.startsWith('https:') ? { tls: { ca: certificates.ca } } : {};
-  const client = await Client.connect(target, { metricsUrl: `http://127.0.0.1:${frontends.metrics!.port}/metrics`, transport, ...tls });
+  const client = await Client.connect(target, { metricsUrl: `http://127.0.0.1:${frontends.metrics!.port}/metrics`, transport, compression, ...tls });
   if (client.transport !== transport) throw new Error(`asked for the ${transport} transport, got ${client.transport}`);
   clients.push(client);
   return client;
@@ -68,6 +72,9 @@ const variants: Variant[] = [
   ...(['native', 'js'] as const).flatMap((transport): Variant[] => [
     { name: `remote gRPC over TLS (${transport})`, streams: true, serverSeesAbort: true, open: () => connect(`grpcs://127.0.0.1:${tlsFrontends.grpc!.port}`, transport) },
     { name: `remote HTTPS (${transport})`, streams: false, serverSeesAbort: true, open: () => connect(`https://127.0.0.1:${tlsFrontends.http!.port}`, transport) },
+    // Compressed both ways: requests gzip'd by the client, answers by the server.
+    { name: `remote gRPC, gzip (${transport})`, streams: true, serverSeesAbort: true, open: () => connect(`grpc://127.0.0.1:${gzipFrontends.grpc!.port}`, transport, 'gzip') },
+    { name: `remote HTTP, gzip (${transport})`, streams: false, serverSeesAbort: true, open: () => connect(`http://127.0.0.1:${gzipFrontends.http!.port}`, transport, 'gzip') },
   ]),
 ];
 
@@ -79,13 +86,13 @@ const variants: Variant[] = [
  * models are loaded there first. For TLS, NODE_EXTRA_CA_CERTS names the CA.
  */
 for (const target of (process.env.TRITON_REMOTE_URLS ?? '').split(',').filter((url) => url !== '')) {
-  for (const transport of ['native', 'js'] as const) {
+  for (const [transport, compression] of [['native', 'none'], ['js', 'none'], ['native', 'gzip']] as const) {
     variants.push({
-      name: `external ${target} (${transport})`,
+      name: `external ${target} (${transport}${compression === 'none' ? '' : `, ${compression}`})`,
       streams: target.startsWith('grpc'),
       serverSeesAbort: target.startsWith('grpc'),
       open: async () => {
-        const client = await Client.connect(target, { transport, ...(process.env.TRITON_REMOTE_METRICS_URL ? { metricsUrl: process.env.TRITON_REMOTE_METRICS_URL } : {}) });
+        const client = await Client.connect(target, { transport, compression, ...(process.env.TRITON_REMOTE_METRICS_URL ? { metricsUrl: process.env.TRITON_REMOTE_METRICS_URL } : {}) });
         clients.push(client);
         for (const name of MODELS) await client.loadModel(name);
         return client;

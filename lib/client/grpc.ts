@@ -151,7 +151,15 @@ class GrpcTransport implements Transport {
     if (native !== undefined) {
       const { connectTimeoutMs, keepAliveMs, maxMessageBytes } = options;
       const tls = where.tls ? nativeTlsSettings(options.tls, where.servername ?? where.host) : undefined;
-      this.#connection = new NativeGrpcConnection(native, { host: where.host, port: where.port, connectTimeoutMs, keepAliveMs, maxMessageBytes, ...(tls === undefined ? {} : { tls }) });
+      this.#connection = new NativeGrpcConnection(native, {
+        host: where.host,
+        port: where.port,
+        connectTimeoutMs,
+        keepAliveMs,
+        maxMessageBytes,
+        compress: options.compression === 'gzip',
+        ...(tls === undefined ? {} : { tls }),
+      });
       return;
     }
     const host = where.host.includes(':') ? `[${where.host}]` : where.host;

@@ -110,7 +110,8 @@ export async function httpTransports(
       make: (address, servername) => {
         const endpoint = `${tls ? 'https' : 'http'}://${authority(address)}`;
         const settings = tls ? nativeTlsSettings(options.tls, servername ?? address.host) : undefined;
-        return new HttpTransport(new NativeHttpExchange(channel, endpoint, address, options, settings), endpoint, options);
+        const exchange = new NativeHttpExchange(channel, endpoint, address, { ...options, compress: options.compression === 'gzip' }, settings);
+        return new HttpTransport(exchange, endpoint, options);
       },
       native: true,
     };

@@ -29,6 +29,8 @@ export interface NativeConnectionOptions {
   connectTimeoutMs: number;
   keepAliveMs: number;
   maxMessageBytes: number;
+  /** gzip request messages (compressed answers are read either way). */
+  compress: boolean;
   /** TLS settings (nativeTlsSettings); undefined: plain TCP. */
   tls?: [string, string, string, string];
 }
@@ -55,7 +57,7 @@ export class NativeGrpcConnection implements GrpcChannel {
     const { host, port } = options;
     const authority = `${host.includes(':') ? `[${host}]` : host}:${port}`;
     try {
-      this.#channel = new channel(host, port, authority, [options.connectTimeoutMs, options.keepAliveMs, options.maxMessageBytes, 1], this.#onEvents, options.tls);
+      this.#channel = new channel(host, port, authority, [options.connectTimeoutMs, options.keepAliveMs, options.maxMessageBytes, 1, options.compress ? 1 : 0], this.#onEvents, options.tls);
     } catch (error) {
       throw tlsSettingsError(error);
     }

@@ -68,13 +68,13 @@ export class NativeHttpExchange implements HttpExchange {
     channel: NativeHttpChannelClass,
     endpoint: string,
     address: HostPort,
-    options: { connectTimeoutMs: number; keepAliveMs: number; maxMessageBytes: number; connections: number },
+    options: { connectTimeoutMs: number; keepAliveMs: number; maxMessageBytes: number; connections: number; compress: boolean },
     tls?: [string, string, string, string],
   ) {
     this.#endpoint = endpoint;
     this.#host = endpoint.slice(endpoint.indexOf('//') + 2);
     try {
-      this.#channel = new channel(address.host, address.port, [options.connectTimeoutMs, options.keepAliveMs, options.maxMessageBytes, options.connections], this.#onEvents, tls);
+      this.#channel = new channel(address.host, address.port, [options.connectTimeoutMs, options.keepAliveMs, options.maxMessageBytes, options.connections, options.compress ? 1 : 0], this.#onEvents, tls);
     } catch (error) {
       throw tlsSettingsError(error);
     }

@@ -14,6 +14,11 @@ export function nativeTlsAvailable(): boolean {
   return addonExport<boolean>('nativeTls', 'the addon has no native TLS') === true;
 }
 
+/** Whether the native transports can compress here (Node exports its zlib to addons). */
+export function nativeCompressionAvailable(): boolean {
+  return addonExport<boolean>('nativeCompression', 'the addon has no native compression') === true;
+}
+
 function text(pem: string | Uint8Array | undefined): string {
   return pemText(pem) ?? '';
 }

@@ -7,7 +7,7 @@ import { TritonError, type TritonErrorCode } from '../errors.js';
 import type { InferenceResponse, ModelMetadata, ModelIndexEntry, ServerMetadata } from '../surface.js';
 import type { ModelStatistics } from '../observability/statistics.js';
 import type { DataType } from '../data-types.js';
-import { nativeTlsAvailable } from './native-tls.js';
+import { nativeCompressionAvailable, nativeTlsAvailable } from './native-tls.js';
 
 /** A request or response parameter value on the wire (bigint: a 64-bit sequence id). */
 export type WireParameterValue = string | number | boolean | bigint;
@@ -146,11 +146,11 @@ export function versionNumber(text: string | undefined): number {
 export function nativeChannelFor<T>(options: { transport: 'auto' | 'native' | 'js'; compression: string }, tls: boolean, found: () => T | string): T | undefined {
   if (options.transport === 'js') return undefined;
   const auto = options.transport === 'auto';
-  if (options.compression !== 'none') {
-    if (auto) return undefined;
-    throw new TritonError('INVALID_ARG', "transport 'native' does not do compression yet: use transport 'js' or 'auto'");
-  }
   const channel = found();
+  if (typeof channel !== 'string' && options.compression !== 'none' && !nativeCompressionAvailable()) {
+    if (auto) return undefined;
+    throw new TritonError('UNAVAILABLE', "transport 'native' cannot compress here: this runtime exports no zlib to addons (use transport 'js' or 'auto')");
+  }
   if (typeof channel !== 'string' && tls && !nativeTlsAvailable()) {
     if (auto) return undefined;
     throw new TritonError('UNAVAILABLE', "transport 'native' cannot do TLS here: this runtime exports no OpenSSL 3 to addons (use transport 'js' or 'auto')");

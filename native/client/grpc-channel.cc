@@ -69,6 +69,8 @@ struct Call {
   uint8_t* body_data = nullptr;
   size_t body_need = 0;
   size_t body_have = 0;
+  bool body_compressed = false;  // the message being read is, and inflates once whole
+  std::string encoding = "identity";  // the response's grpc-encoding
 };
 
 class Channel;
@@ -162,18 +164,28 @@ class Channel : public LoopChannel {
     return found == calls_.end() ? nullptr : found->second.get();
   }
 
-  // The request's bytes as gRPC frames them: a flag byte (uncompressed) and the length.
+  // The request's bytes as gRPC frames them: a flag byte and the length;
+  // with `compress`, gzip'd (flag 1), as the JS transport sends them.
   void Append(Call* call, const uint8_t* data, size_t size, bool last) {
     if (data != nullptr) {
       if (call->out_offset == call->out.size()) {
         call->out.clear();
         call->out_offset = 0;
       }
-      const uint32_t length = static_cast<uint32_t>(size);
-      const char prefix[5] = {0, static_cast<char>(length >> 24), static_cast<char>(length >> 16),
-                              static_cast<char>(length >> 8), static_cast<char>(length)};
-      call->out.append(prefix, 5);
-      call->out.append(reinterpret_cast<const char*>(data), size);
+      const size_t at = call->out.size();
+      call->out.append(5, '\0');
+#if defined(TSN_HAVE_ZLIB)
+      const bool packed = settings_.compress && DeflateAll(reinterpret_cast<const char*>(data), size, 31, &call->out);
+#else
+      const bool packed = false;
+#endif
+      if (!packed) {
+        call->out.resize(at + 5);
+        call->out.append(reinterpret_cast<const char*>(data), size);
+      }
+      const uint32_t length = static_cast<uint32_t>(call->out.size() - at - 5);
+      call->out[at] = packed ? 1 : 0;
+      for (int i = 0; i < 4; ++i) call->out[at + 1 + i] = static_cast<char>(length >> (24 - 8 * i));
     }
     call->out_last = call->out_last || last;
   }
@@ -256,7 +268,9 @@ class Channel : public LoopChannel {
     add(":authority", 10, authority_.data(), authority_.size());
     literal("content-type", "application/grpc");
     literal("te", "trailers");
-    literal("grpc-accept-encoding", "identity");
+    // Compressed answers are read where this runtime has zlib for the addon.
+    literal("grpc-accept-encoding", compressed_answers_ ? "identity,deflate,gzip" : "identity");
+    if (settings_.compress) literal("grpc-encoding", "gzip");
     literal("user-agent", "tritonserver-node");
     if (!call->timeout.empty()) add("grpc-timeout", 12, call->timeout.data(), call->timeout.size());
     for (size_t i = 0; i + 1 < call->headers.size(); i += 2)
@@ -326,6 +340,8 @@ class Channel : public LoopChannel {
       call->status = std::atoi(std::string(text).c_str());
     } else if (key == "grpc-message") {
       call->message.assign(text);
+    } else if (key == "grpc-encoding") {
+      call->encoding.assign(text);
     }
     return 0;
   }
@@ -401,11 +417,12 @@ class Channel : public LoopChannel {
                "a response message's compressed flag is " + std::to_string(flag) + ": only 0 and 1 are defined");
           return;
         }
-        if (flag == 1) {
+        if (flag == 1 && !compressed_answers_) {
           Fail(call, kStatusInternal,
                "could not read a compressed message: the native transport asked for none (grpc-accept-encoding: identity)");
           return;
         }
+        call->body_compressed = flag == 1;
         if (length > settings_.max_message_bytes) {
           Fail(call, kStatusResourceExhausted,
                "a response message is larger than maxMessageBytes (" + std::to_string(settings_.max_message_bytes) + ")");
@@ -418,7 +435,7 @@ class Channel : public LoopChannel {
           Fail(call, kStatusResourceExhausted, "no memory for a response message of " + std::to_string(length) + " bytes");
           return;
         }
-        if (length == 0) {
+        if (length == 0 && !call->body_compressed) {
           Message(call->id, buffer);
           continue;
         }
@@ -434,11 +451,47 @@ class Channel : public LoopChannel {
       data += take;
       size -= take;
       if (call->body_have == call->body_need) {
-        Message(call->id, call->body.Value());
+        if (call->body_compressed) {
+          if (!Inflated(call)) return;
+        } else {
+          Message(call->id, call->body.Value());
+        }
         call->body.Reset();
         call->body_data = nullptr;
       }
     }
+  }
+
+  // A compressed message read whole: what it inflates to (within
+  // maxMessageBytes) is the message; false where the call ended instead.
+  bool Inflated(Call* call) {
+#if defined(TSN_HAVE_ZLIB)
+    const int window_bits = WindowBitsOf(call->encoding);
+    if (window_bits == 0) {
+      Fail(call, kStatusInternal, "a compressed message with grpc-encoding '" + call->encoding + "'");
+      return false;
+    }
+    Bytes plain;
+    bool too_large = false;
+    if (!InflateAll(reinterpret_cast<const char*>(call->body_data), call->body_need, window_bits,
+                    settings_.max_message_bytes, &plain, &too_large)) {
+      Fail(call, too_large ? kStatusResourceExhausted : kStatusInternal,
+           too_large ? "a response message is larger than maxMessageBytes (" + std::to_string(settings_.max_message_bytes) +
+                           ") once inflated"
+                     : "could not read a compressed message: not a whole " + call->encoding + " stream");
+      return false;
+    }
+    try {  // nothing may be thrown through nghttp2
+      Message(call->id, Napi::Buffer<uint8_t>::Copy(env_, reinterpret_cast<const uint8_t*>(plain.begin()), plain.size));
+    } catch (const Napi::Error&) {
+      Fail(call, kStatusResourceExhausted, "no memory for a response message of " + std::to_string(plain.size) + " bytes");
+      return false;
+    }
+    return true;
+#else
+    Fail(call, kStatusInternal, "could not read a compressed message: this addon has no zlib");
+    return false;
+#endif
   }
 
   // A request nghttp2 would not send (its headers past the 64 KiB a header
@@ -613,6 +666,11 @@ class Channel : public LoopChannel {
   const Nghttp2Api& h2_;
   std::string authority_;
   const char* scheme_;
+#if defined(TSN_HAVE_ZLIB)
+  const bool compressed_answers_ = Zlib() != nullptr;
+#else
+  const bool compressed_answers_ = false;
+#endif
   nghttp2_session_callbacks* callbacks_ = nullptr;
   std::string out_;
   std::unordered_map<uint32_t, std::unique_ptr<Call>> calls_;

@@ -255,14 +255,16 @@ class HttpChannel : public LoopChannel {
     event.code = conn->head.status;
     event.extra = conn->head.infer_header_length.has_value() ? static_cast<int64_t>(*conn->head.infer_header_length) : -1;
     if (!conn->head.encoding.empty()) {
-      ReleaseBody(conn);
-      conn->call = nullptr;
-      End(call, kStatusInternal,
-          "the response is compressed (" + conn->head.encoding + ") although the native transport asked for none",
-          kNoFault);
-      Drop(conn);
-      Pump();
-      return;
+      bool too_large = false;
+      std::string why = Inflate(conn, &too_large);
+      if (!why.empty()) {
+        ReleaseBody(conn);
+        conn->call = nullptr;
+        End(call, too_large ? kStatusResourceExhausted : kStatusInternal, std::move(why), kNoFault);
+        Drop(conn);
+        Pump();
+        return;
+      }
     }
     event.bytes = Body(conn);
     if (event.bytes == nullptr) {
@@ -280,6 +282,31 @@ class HttpChannel : public LoopChannel {
     if (close || closed_) Drop(conn);
     else Rest(conn);
     Pump();
+  }
+
+  // A compressed body (read whole into `spill`) replaced by what it
+  // inflates to, within the body's limit; why not, or empty. Only where
+  // the request asked for compression (`compress`: JS sent Accept-Encoding).
+  std::string Inflate(HttpConnection* conn, bool* too_large) {
+    const std::string& encoding = conn->head.encoding;
+#if defined(TSN_HAVE_ZLIB)
+    const int window_bits = WindowBitsOf(encoding);
+    if (!settings_.compress || window_bits == 0)
+#endif
+      return "the response is compressed (" + encoding + ") although the native transport asked for " +
+             (settings_.compress ? "gzip or deflate" : "none");
+#if defined(TSN_HAVE_ZLIB)
+    Bytes plain;
+    const size_t limit = settings_.max_message_bytes + kHeaderAllowance;
+    if (!InflateAll(conn->spill.data(), conn->spill.size(), window_bits, limit, &plain, too_large))
+      return *too_large ? "the response is larger than maxMessageBytes (" + std::to_string(settings_.max_message_bytes) +
+                             ") once inflated"
+                       : "could not read the " + encoding + " response: not a whole " + encoding + " stream";
+    if (conn->head.infer_header_length.value_or(0) > plain.size)
+      return "the response's Inference-Header-Content-Length is larger than its body";
+    conn->spill.assign(plain.begin(), plain.size);
+    return "";
+#endif
   }
 
   // The body as a Uint8Array over an ArrayBuffer of its own, its binary
@@ -509,6 +536,11 @@ class HttpChannelWrap : public Napi::ObjectWrap<HttpChannelWrap> {
 void RegisterHttpChannel(Napi::Env env, Napi::Object exports) {
   exports.Set("HttpChannel", HttpChannelWrap::Define(env));
   exports.Set("nativeTls", Napi::Boolean::New(env, TlsAvailable()));
+#if defined(TSN_HAVE_ZLIB)
+  exports.Set("nativeCompression", Napi::Boolean::New(env, Zlib() != nullptr));
+#else
+  exports.Set("nativeCompression", Napi::Boolean::New(env, false));
+#endif
 }
 
 }  // namespace tsn

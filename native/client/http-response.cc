@@ -194,7 +194,8 @@ bool ResponseReader::ParseHead(ResponseHead* head) {
     TooLarge();
     return false;
   }
-  if (head->infer_header_length.has_value() && head->content_length.has_value() &&
+  // A compressed body's header length counts its inflated bytes (checked once inflated).
+  if (head->infer_header_length.has_value() && head->content_length.has_value() && head->encoding.empty() &&
       *head->infer_header_length > *head->content_length) {
     Fail("the response's Inference-Header-Content-Length is larger than its body");
     return false;

@@ -427,7 +427,7 @@ void LoopChannel::OnEnvCleanup(napi_async_cleanup_hook_handle, void* data) {
 
 ChannelSettings ReadSettings(Napi::Env env, Napi::Value value, const char* what) {
   const std::string usage = std::string(what) +
-                            " settings: [connectTimeoutMs, keepAliveMs, maxMessageBytes, connections], each >= 1";
+                            " settings: [connectTimeoutMs, keepAliveMs, maxMessageBytes, connections, compress], each >= 1 but compress (0 or 1)";
   if (!value.IsArray()) throw Napi::TypeError::New(env, usage);
   Napi::Array list = value.As<Napi::Array>();
   double values[4];
@@ -438,6 +438,13 @@ ChannelSettings ReadSettings(Napi::Env env, Napi::Value value, const char* what)
   }
   if (values[3] > 65536) throw Napi::RangeError::New(env, std::string(what) + ": at most 65536 connections");
   ChannelSettings settings;
+  settings.compress = list.Get(4u).ToBoolean().Value();
+#if defined(TSN_HAVE_ZLIB)
+  if (settings.compress && Zlib() == nullptr)
+#else
+  if (settings.compress)
+#endif
+    throw Napi::Error::New(env, "this runtime exports no zlib to addons: no native compression");
   settings.connect_timeout_ms = static_cast<uint64_t>(values[0]);
   settings.keep_alive_ms = static_cast<uint64_t>(values[1]);
   settings.max_message_bytes = static_cast<size_t>(values[2]);

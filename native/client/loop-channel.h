@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../core/tls-session.h"
+#include "../core/zlib-api.h"
 
 namespace tsn::client {
 
@@ -32,6 +33,7 @@ struct ChannelSettings {
   uint64_t keep_alive_ms = 300000;
   size_t max_message_bytes = 64 << 20;
   uint32_t connections = 1;  // HTTP/1.1: calls in flight at once (one per connection)
+  bool compress = false;     // gRPC: requests gzip'd; both: compressed answers taken (core/zlib-api.h)
 #if defined(TSN_HAVE_OPENSSL)
   std::shared_ptr<TlsContext> tls;  // null: plain TCP
   std::string tls_name;             // the name (or address) the server's certificate must carry
