@@ -174,7 +174,7 @@ async function readBody(body: AsyncIterable<Buffer>, contentLength: number | und
   return offset === contentLength ? out : out.subarray(0, offset);
 }
 
-/** undici's keep-alive pool: the `js` transport, and the one for TLS and compression. */
+/** undici's keep-alive pool: the `js` transport (and `'auto'`'s where the addon lacks what a call needs). */
 class UndiciExchange implements HttpExchange {
   readonly #pool: Undici.Pool;
   readonly #endpoint: string;
