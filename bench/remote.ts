@@ -18,7 +18,10 @@
  * CPU per call is reported too), --transport (auto, native or js: the
  * client's option), --ca FILE (gRPC over TLS: grpcs://, trusting the CA in
  * FILE, for perf_analyzer and the Python client too, e.g. against
- * `tritonserver --grpc-use-ssl`), --json FILE. Rows whose tool is not given
+ * `tritonserver --grpc-use-ssl`), --compression gzip (this client's
+ * `compression`, perf_analyzer's `--grpc-compression-algorithm` (gRPC; its
+ * HTTP client has none), the Python client's `compression_algorithm` (gRPC)
+ * or request/response compression (HTTP)), --json FILE. Rows whose tool is not given
  * are left out.
  *
  * CPU per call: this client's is the bench process's CPU over the window
@@ -57,6 +60,7 @@ const { values: args } = parseArgs({
     /** The client's transport (the client option): auto, native or js. */
     transport: { type: 'string', default: 'auto' },
     ca: { type: 'string' },
+    compression: { type: 'string', default: 'none' },
     json: { type: 'string' },
   },
 });
@@ -177,6 +181,7 @@ async function perfAnalyzer(binary: string, protocol: 'grpc' | 'http', url: stri
       '--stability-percentage', '900', '--max-trials', '10', '-f', csv,
       ...(protocol === 'grpc' ? ['--async'] : []),
       ...(protocol === 'grpc' && args.ca !== undefined ? ['--ssl-grpc-use-ssl', '--ssl-grpc-root-certifications-file', args.ca] : []),
+      ...(protocol === 'grpc' && args.compression !== 'none' ? ['--grpc-compression-algorithm', args.compression] : []),
     ]));
     const [header, row] = (await readFile(csv, 'utf8')).trim().split('\n');
     const columns = (header ?? '').split(',');
@@ -192,7 +197,7 @@ async function perfAnalyzer(binary: string, protocol: 'grpc' | 'http', url: stri
 
 async function tritonclient(python: string, protocol: 'grpc' | 'http', url: string, size: number, concurrency: number, client: Client): Promise<Measure> {
   const { result: { stdout }, server } = await serverSpan(client, () =>
-    run(python, [join(root, 'bench/tritonclient_loop.py'), protocol, url, model, String(size), String(concurrency), String(windowMs / 1000), ...(protocol === 'grpc' && args.ca !== undefined ? [args.ca] : [])], { maxBuffer: 1 << 20 }),
+    run(python, [join(root, 'bench/tritonclient_loop.py'), protocol, url, model, String(size), String(concurrency), String(windowMs / 1000), ...(protocol === 'grpc' && args.ca !== undefined ? [args.ca] : [])], { maxBuffer: 1 << 20, env: { ...process.env, COMPRESSION: args.compression } }),
   );
   const result = JSON.parse(stdout.trim().split('\n').pop()!) as { requests: number; seconds: number; p99_us: number; cpu_seconds: number };
   return withCpu({ throughput: result.requests / result.seconds, p99us: result.p99_us }, { seconds: result.cpu_seconds, calls: result.requests }, server);
@@ -221,7 +226,7 @@ const clients: Partial<Record<'grpc' | 'http', Client>> = {};
 for (const protocol of protocols) {
   const url = endpoints[protocol];
   const tls = protocol === 'grpc' && args.ca !== undefined ? { ca: readFileSync(args.ca) } : undefined;
-  if (url !== undefined) clients[protocol] = await Client.connect(`${protocol}${tls ? 's' : ''}://${url}`, { transport: args.transport as 'auto' | 'native' | 'js', ...(tls ? { tls } : {}) });
+  if (url !== undefined) clients[protocol] = await Client.connect(`${protocol}${tls ? 's' : ''}://${url}`, { transport: args.transport as 'auto' | 'native' | 'js', compression: args.compression as 'none' | 'gzip', ...(tls ? { tls } : {}) });
 }
 
 interface Row {

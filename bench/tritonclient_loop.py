@@ -4,11 +4,14 @@ CONCURRENCY threads, each with its own client, send identity requests
 (FP32 [1, SIZE], binary tensors) for WINDOW seconds; prints one JSON line:
 {"requests": n, "seconds": s, "p99_us": p, "cpu_seconds": c} (c: this
 process's CPU time, all threads, during the window). A CA file after the
-window: gRPC over TLS, trusting it.
+window: gRPC over TLS, trusting it. COMPRESSION=gzip in the environment:
+requests compressed (gRPC compression_algorithm; HTTP request and response
+compression).
 
     python3 bench/tritonclient_loop.py grpc 127.0.0.1:8001 identity_fp32 16 16 2.0 [ca.pem]
 """
 import json
+import os
 import sys
 import threading
 import time
@@ -26,6 +29,11 @@ def main():
     else:
         import tritonclient.http as client_module
     data = np.arange(size, dtype=np.float32).reshape(1, size)
+    compression = os.environ.get("COMPRESSION", "none")
+    options = {}
+    if compression != "none":
+        options = {"compression_algorithm": compression} if protocol == "grpc" else {
+            "request_compression_algorithm": compression, "response_compression_algorithm": compression}
     latencies = []
     lock = threading.Lock()
     start_barrier = threading.Barrier(concurrency + 1)
@@ -35,12 +43,12 @@ def main():
         tensor = client_module.InferInput("INPUT0", [1, size], "FP32")
         tensor.set_data_from_numpy(data)
         output = client_module.InferRequestedOutput("OUTPUT0")
-        client.infer(model, [tensor], outputs=[output])  # warm-up
+        client.infer(model, [tensor], outputs=[output], **options)  # warm-up
         mine = []
         start_barrier.wait()
         while time.perf_counter() < end[0]:
             started = time.perf_counter()
-            result = client.infer(model, [tensor], outputs=[output])
+            result = client.infer(model, [tensor], outputs=[output], **options)
             result.as_numpy("OUTPUT0")
             mine.append(time.perf_counter() - started)
         with lock:

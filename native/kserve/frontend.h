@@ -63,10 +63,9 @@ struct Conn {
   bool head_read = false;           // its head is in, its body is not yet
   uint64_t accepted_ms = 0;
 #if defined(TSN_HAVE_OPENSSL)
-  // A TLS listener's connections: ciphertext on the socket, read into
-  // `sealed`; everything above (in, writes, JS) sees plaintext.
+  // A TLS listener's connections: ciphertext on the socket (read into the
+  // loop's `sealed_read`); everything above (in, writes, JS) sees plaintext.
   std::unique_ptr<TlsSession> tls;
-  std::unique_ptr<char[]> sealed;
   bool tls_ready = false;  // handshake done
 #endif
   std::shared_ptr<Conn> self;  // held while the handle is open
@@ -282,6 +281,9 @@ struct Frontend {
   Conn* Lookup(uint64_t id);
 #if defined(TSN_HAVE_OPENSSL)
   std::shared_ptr<TlsContext> tls;  // null: plain TCP
+  // Ciphertext as read, for every connection: OpenSSL takes it within the
+  // read callback, and libuv reads one stream at a time.
+  std::unique_ptr<char[]> sealed_read;
   bool Unseal(Conn* conn, size_t count, bool* ended);
   bool SendSealed(Conn* conn);
 #endif

@@ -91,8 +91,9 @@ void AllocateRead(uv_handle_t* handle, size_t, uv_buf_t* buf) {
   Conn* conn = static_cast<Conn*>(handle->data);
 #if defined(TSN_HAVE_OPENSSL)
   if (conn->tls != nullptr) {
-    if (conn->sealed == nullptr) conn->sealed.reset(new char[kSealedReadBytes]);
-    *buf = uv_buf_init(conn->sealed.get(), static_cast<unsigned>(kSealedReadBytes));
+    std::unique_ptr<char[]>& sealed = conn->frontend->sealed_read;
+    if (sealed == nullptr) sealed.reset(new char[kSealedReadBytes]);
+    *buf = uv_buf_init(sealed.get(), static_cast<unsigned>(kSealedReadBytes));
     return;
   }
 #endif
@@ -318,12 +319,12 @@ void Frontend::Received(Conn* conn, size_t before, bool ended) {
 }
 
 #if defined(TSN_HAVE_OPENSSL)
-// Ciphertext read into `sealed` moves the handshake on, then opens into
+// Ciphertext read into `sealed_read` moves the handshake on, then opens into
 // `in`. False where the connection ends (a failed handshake: its alert
 // goes out first).
 bool Frontend::Unseal(Conn* conn, size_t count, bool* ended) {
   TlsSession& session = *conn->tls;
-  bool ok = session.Feed(conn->sealed.get(), count);
+  bool ok = session.Feed(sealed_read.get(), count);
   if (ok && !conn->tls_ready) {
     const TlsSession::Step step = session.Handshake();
     ok = step != TlsSession::Step::kFailed;
