@@ -85,9 +85,15 @@ bool InflateAll(const char* data, size_t size, int window_bits, size_t limit, By
 bool DeflateAll(const char* data, size_t size, int window_bits, std::string* out) {
   const ZlibApi* zlib = Zlib();
   if (zlib == nullptr || size > UINT32_MAX) return false;
+  // zlib sets up about 256 KiB of state for its 32 KiB window and largest
+  // hash: most of a small message's cost. A window as large as the message
+  // (512 B at least) and a hash to match compress it as well, for less.
+  int bits = 9;
+  while (bits < 15 && (size_t{1} << bits) < size) ++bits;
+  const int mem_level = std::max(1, std::min(8, bits - 6));
   z_stream stream{};
-  if (zlib->deflateInit2_(&stream, Z_DEFAULT_COMPRESSION, Z_DEFLATED, window_bits, 8, Z_DEFAULT_STRATEGY,
-                          ZLIB_VERSION, static_cast<int>(sizeof(z_stream))) != Z_OK)
+  if (zlib->deflateInit2_(&stream, Z_DEFAULT_COMPRESSION, Z_DEFLATED, window_bits - 15 + bits, mem_level,
+                          Z_DEFAULT_STRATEGY, ZLIB_VERSION, static_cast<int>(sizeof(z_stream))) != Z_OK)
     return false;
   const size_t at = out->size();
   const size_t bound = zlib->deflateBound(&stream, static_cast<uLong>(size));

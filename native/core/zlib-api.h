@@ -54,8 +54,8 @@ int WindowBitsOf(const std::string& encoding);
 // set), corrupt, cut short, or followed by other bytes.
 bool InflateAll(const char* data, size_t size, int window_bits, size_t limit, Bytes* out, bool* too_large);
 
-// `size` bytes compressed whole (gzip or zlib by `window_bits`, zlib's
-// default level), appended to `out`.
+// `size` bytes compressed whole (gzip or zlib by `window_bits`: 31 or 15,
+// zlib's default level, a window no larger than the message), appended to `out`.
 bool DeflateAll(const char* data, size_t size, int window_bits, std::string* out);
 
 }  // namespace tsn
