@@ -191,13 +191,13 @@ describe.each(['native', 'js'] as const)('gzip (%s transport)', (transport) => {
   it('HTTP: request bodies go with Content-Encoding: gzip, gzip responses are read', async () => {
     // A gzip-speaking proxy in front of serveKServe (whose HTTP front end does not decompress):
     // what it records is what the client sent.
-    const recorded: Array<{ encoding: string | undefined; accept: string | undefined; bytes: number }> = [];
+    const recorded: Array<{ path: string | undefined; encoding: string | undefined; accept: string | undefined; bytes: number }> = [];
     const proxy: HttpServer = createServer((req: IncomingMessage, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (chunk: Buffer) => chunks.push(chunk));
       req.on('end', () => {
         const raw = Buffer.concat(chunks);
-        recorded.push({ encoding: req.headers['content-encoding'], accept: req.headers['accept-encoding'], bytes: raw.length });
+        recorded.push({ path: req.url, encoding: req.headers['content-encoding'], accept: req.headers['accept-encoding'], bytes: raw.length });
         const body = req.headers['content-encoding'] === 'gzip' ? gunzipSync(raw) : raw;
         const headers = { ...req.headers, 'content-length': String(body.length) };
         delete headers['content-encoding'];
@@ -228,6 +228,11 @@ describe.each(['native', 'js'] as const)('gzip (%s transport)', (transport) => {
       expect(infer.bytes).toBeLessThan(4096 * 4 / 10); // 16 KiB of one value compress well
       const failed = await rejection(client.model('no_such_model').infer({ inputs: small }));
       expect(failed.code).toBe('NOT_FOUND');
+      // Only inference bodies: Triton's repository routes refuse a compressed one.
+      await client.loadModel('no_such_model', { config: { max_batch_size: 0 } }).catch(() => undefined);
+      const load = recorded.find((r) => r.path?.endsWith('/load'));
+      expect(load?.bytes).toBeGreaterThan(0);
+      expect(load?.encoding).toBeUndefined();
     } finally {
       await client.close();
       proxy.close();

@@ -283,7 +283,8 @@ class HttpTransport implements Transport {
     let payload = typeof body === 'string' ? [Buffer.from(body)] : body;
     if (payload !== undefined) {
       headers['content-type'] ??= 'application/json';
-      if (this.#compress && payload.some((part) => part.byteLength > 0)) {
+      // Triton reads Content-Encoding on inference requests only (its repository routes refuse a compressed body).
+      if (this.#compress && path.endsWith('/infer') && payload.some((part) => part.byteLength > 0)) {
         payload = [await gzipBody(Buffer.concat(payload))];
         headers['content-encoding'] = 'gzip';
       }
