@@ -119,7 +119,7 @@ describe('the native gRPC transport against a misbehaving server', () => {
     );
   });
 
-  it('inflates gzip and deflate answers (which it takes without compression of its own); refuses a bomb past maxMessageBytes, corrupt bytes and other encodings, and goes on', async () => {
+  it('inflates gzip and deflate answers (which it takes without compression of its own); refuses a bomb past maxMessageBytes, corrupt or empty bytes and other encodings, and goes on', async () => {
     const metadata = Buffer.from(messages.ServerMetadata!.responseSerialize({ name: 'raw', version: '1', extensions: [] }));
     let n = 0;
     await against(
@@ -130,8 +130,9 @@ describe('the native gRPC transport against a misbehaving server', () => {
           ['deflate', deflateSync(metadata)],
           ['gzip', gzipSync(Buffer.alloc(8 * 1024 * 1024))],
           ['gzip', gzipSync(metadata).subarray(0, 12)],
+          ['gzip', Buffer.alloc(0)],
           ['snappy', metadata],
-        ] as const)[Math.min(n - 1, 4)]!;
+        ] as const)[Math.min(n - 1, 5)]!;
         stream.respond({ ':status': 200, 'content-type': 'application/grpc', 'grpc-encoding': encoding }, { waitForTrailers: true });
         stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
         stream.end(grpcMessage(Buffer.from(bytes), 1));
@@ -145,6 +146,9 @@ describe('the native gRPC transport against a misbehaving server', () => {
         const cut = await rejection(client.metadata({ timeoutMs: 5000 }));
         expect(cut.code).toBe('INTERNAL');
         expect(cut.message).toContain('not a whole gzip stream');
+        const empty = await rejection(client.metadata({ timeoutMs: 5000 }));
+        expect(empty.code).toBe('INTERNAL');
+        expect(empty.message).toContain('not a whole gzip stream');
         const other = await rejection(client.metadata({ timeoutMs: 5000 }));
         expect(other.code).toBe('INTERNAL');
         expect(other.message).toContain("a compressed message with grpc-encoding 'snappy'");

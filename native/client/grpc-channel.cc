@@ -164,28 +164,27 @@ class Channel : public LoopChannel {
     return found == calls_.end() ? nullptr : found->second.get();
   }
 
-  // The request's bytes as gRPC frames them: a flag byte and the length;
-  // with `compress`, gzip'd (flag 1), as the JS transport sends them.
+  // The request's bytes as gRPC frames them: a flag byte (uncompressed)
+  // and the length; with `compress`, gzip'd, as the JS transport sends them.
   void Append(Call* call, const uint8_t* data, size_t size, bool last) {
     if (data != nullptr) {
       if (call->out_offset == call->out.size()) {
         call->out.clear();
         call->out_offset = 0;
       }
-      const size_t at = call->out.size();
-      call->out.append(5, '\0');
+      const char* bytes = reinterpret_cast<const char*>(data);
 #if defined(TSN_HAVE_ZLIB)
-      const bool packed = settings_.compress && DeflateAll(reinterpret_cast<const char*>(data), size, 31, &call->out);
+      const bool packed = settings_.compress && AppendCompressedMessage(bytes, size, 31, &call->out);
 #else
       const bool packed = false;
 #endif
       if (!packed) {
-        call->out.resize(at + 5);
-        call->out.append(reinterpret_cast<const char*>(data), size);
+        const uint32_t length = static_cast<uint32_t>(size);
+        const char prefix[5] = {0, static_cast<char>(length >> 24), static_cast<char>(length >> 16),
+                                static_cast<char>(length >> 8), static_cast<char>(length)};
+        call->out.append(prefix, 5);
+        call->out.append(bytes, size);
       }
-      const uint32_t length = static_cast<uint32_t>(call->out.size() - at - 5);
-      call->out[at] = packed ? 1 : 0;
-      for (int i = 0; i < 4; ++i) call->out[at + 1 + i] = static_cast<char>(length >> (24 - 8 * i));
     }
     call->out_last = call->out_last || last;
   }
@@ -435,8 +434,9 @@ class Channel : public LoopChannel {
           Fail(call, kStatusResourceExhausted, "no memory for a response message of " + std::to_string(length) + " bytes");
           return;
         }
-        if (length == 0 && !call->body_compressed) {
-          Message(call->id, buffer);
+        if (length == 0) {
+          if (!call->body_compressed) Message(call->id, buffer);
+          else if (!Inflated(call, nullptr, 0)) return;  // no gzip or zlib stream is empty: it fails
           continue;
         }
         call->body = Napi::Persistent(buffer);
@@ -452,7 +452,7 @@ class Channel : public LoopChannel {
       size -= take;
       if (call->body_have == call->body_need) {
         if (call->body_compressed) {
-          if (!Inflated(call)) return;
+          if (!Inflated(call, call->body_data, call->body_need)) return;
         } else {
           Message(call->id, call->body.Value());
         }
@@ -464,7 +464,7 @@ class Channel : public LoopChannel {
 
   // A compressed message read whole: what it inflates to (within
   // maxMessageBytes) is the message; false where the call ended instead.
-  bool Inflated(Call* call) {
+  bool Inflated(Call* call, const uint8_t* data, size_t size) {
 #if defined(TSN_HAVE_ZLIB)
     const int window_bits = WindowBitsOf(call->encoding);
     if (window_bits == 0) {
@@ -473,8 +473,8 @@ class Channel : public LoopChannel {
     }
     Bytes plain;
     bool too_large = false;
-    if (!InflateAll(reinterpret_cast<const char*>(call->body_data), call->body_need, window_bits,
-                    settings_.max_message_bytes, &plain, &too_large)) {
+    if (!InflateAll(reinterpret_cast<const char*>(data), size, window_bits, settings_.max_message_bytes, &plain,
+                    &too_large)) {
       Fail(call, too_large ? kStatusResourceExhausted : kStatusInternal,
            too_large ? "a response message is larger than maxMessageBytes (" + std::to_string(settings_.max_message_bytes) +
                            ") once inflated"
@@ -489,6 +489,8 @@ class Channel : public LoopChannel {
     }
     return true;
 #else
+    (void)data;
+    (void)size;
     Fail(call, kStatusInternal, "could not read a compressed message: this addon has no zlib");
     return false;
 #endif

@@ -254,19 +254,22 @@ class HttpChannel : public LoopChannel {
     event.id = call->id;
     event.code = conn->head.status;
     event.extra = conn->head.infer_header_length.has_value() ? static_cast<int64_t>(*conn->head.infer_header_length) : -1;
-    if (!conn->head.encoding.empty()) {
+    if (conn->head.encoding.empty()) {
+      event.bytes = Body(conn);
+    } else {
       bool too_large = false;
-      std::string why = Inflate(conn, &too_large);
+      Bytes plain;
+      std::string why = Inflate(conn, &too_large, &plain);
+      ReleaseBody(conn);
       if (!why.empty()) {
-        ReleaseBody(conn);
         conn->call = nullptr;
         End(call, too_large ? kStatusResourceExhausted : kStatusInternal, std::move(why), kNoFault);
         Drop(conn);
         Pump();
         return;
       }
+      event.bytes = Copied(conn->head, plain.begin(), plain.size);
     }
-    event.bytes = Body(conn);
     if (event.bytes == nullptr) {
       conn->call = nullptr;
       End(call, kStatusResourceExhausted, "no memory for a response body", kNoFault);
@@ -284,10 +287,10 @@ class HttpChannel : public LoopChannel {
     Pump();
   }
 
-  // A compressed body (read whole into `spill`) replaced by what it
-  // inflates to, within the body's limit; why not, or empty. Only where
-  // the request asked for compression (`compress`: JS sent Accept-Encoding).
-  std::string Inflate(HttpConnection* conn, bool* too_large) {
+  // What a compressed body (read whole into `spill`) inflates to, within
+  // the body's limit, into `plain`; why not, or empty. Only where the
+  // request asked for compression (`compress`: JS sent Accept-Encoding).
+  std::string Inflate(HttpConnection* conn, bool* too_large, Bytes* plain) {
     const std::string& encoding = conn->head.encoding;
 #if defined(TSN_HAVE_ZLIB)
     const int window_bits = WindowBitsOf(encoding);
@@ -296,15 +299,13 @@ class HttpChannel : public LoopChannel {
       return "the response is compressed (" + encoding + ") although the native transport asked for " +
              (settings_.compress ? "gzip or deflate" : "none");
 #if defined(TSN_HAVE_ZLIB)
-    Bytes plain;
     const size_t limit = settings_.max_message_bytes + kHeaderAllowance;
-    if (!InflateAll(conn->spill.data(), conn->spill.size(), window_bits, limit, &plain, too_large))
+    if (!InflateAll(conn->spill.data(), conn->spill.size(), window_bits, limit, plain, too_large))
       return *too_large ? "the response is larger than maxMessageBytes (" + std::to_string(settings_.max_message_bytes) +
                              ") once inflated"
                        : "could not read the " + encoding + " response: not a whole " + encoding + " stream";
-    if (conn->head.infer_header_length.value_or(0) > plain.size)
+    if (conn->head.infer_header_length.value_or(0) > plain->size)
       return "the response's Inference-Header-Content-Length is larger than its body";
-    conn->spill.assign(plain.begin(), plain.size);
     return "";
 #endif
   }
@@ -319,17 +320,20 @@ class HttpChannel : public LoopChannel {
       ReleaseBody(conn);
       return view;
     }
-    const size_t size = conn->spill.size();
-    const size_t pad = Pad(conn->head, size);
-    char* data = nullptr;
-    napi_value buffer = NewBuffer(pad + size, &data);
-    if (buffer == nullptr) {
-      conn->spill.clear();
-      return nullptr;
-    }
-    if (size > 0) std::memcpy(data + pad, conn->spill.data(), size);
+    view = Copied(conn->head, conn->spill.data(), conn->spill.size());
     conn->spill.clear();
     conn->spill.shrink_to_fit();
+    return view;
+  }
+
+  // A copy of `size` bytes as Body gives them; null without memory.
+  napi_value Copied(const ResponseHead& head, const char* bytes, size_t size) {
+    const size_t pad = Pad(head, size);
+    char* data = nullptr;
+    napi_value buffer = NewBuffer(pad + size, &data);
+    if (buffer == nullptr) return nullptr;
+    if (size > 0) std::memcpy(data + pad, bytes, size);
+    napi_value view = nullptr;
     napi_create_typedarray(env_, napi_uint8_array, size, buffer, pad, &view);
     return view;
   }
@@ -361,6 +365,7 @@ class HttpChannel : public LoopChannel {
     conn->body_data = nullptr;
     conn->body_have = 0;
     conn->spill.clear();
+    conn->spill.shrink_to_fit();
   }
 
  public:

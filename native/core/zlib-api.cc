@@ -109,5 +109,18 @@ bool DeflateAll(const char* data, size_t size, int window_bits, std::string* out
   return status == Z_STREAM_END;
 }
 
+bool AppendCompressedMessage(const char* data, size_t size, int window_bits, std::string* out) {
+  const size_t at = out->size();
+  out->append(5, '\0');
+  if (!DeflateAll(data, size, window_bits, out) || out->size() - at - 5 > UINT32_MAX) {
+    out->resize(at);
+    return false;
+  }
+  const auto length = static_cast<uint32_t>(out->size() - at - 5);
+  (*out)[at] = 1;
+  for (int i = 0; i < 4; ++i) (*out)[at + 1 + i] = static_cast<char>(length >> (24 - 8 * i));
+  return true;
+}
+
 }  // namespace tsn
 #endif

@@ -58,6 +58,12 @@ bool InflateAll(const char* data, size_t size, int window_bits, size_t limit, By
 // zlib's default level, a window no larger than the message), appended to `out`.
 bool DeflateAll(const char* data, size_t size, int window_bits, std::string* out);
 
+// A gRPC message of `size` bytes, compressed, appended to `out` as gRPC
+// frames it (what both native gRPC sides send): flag 1, the compressed
+// length (4 bytes, big-endian), the compressed bytes. False, `out` as it
+// was, where it does not compress.
+bool AppendCompressedMessage(const char* data, size_t size, int window_bits, std::string* out);
+
 }  // namespace tsn
 
 #endif

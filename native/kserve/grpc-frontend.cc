@@ -594,14 +594,11 @@ void Frontend::GrpcAnswer(Pending* pending) {
   if (stream->answer_window_bits != 0) {
     // The message after its 5-byte prefix, compressed, behind a prefix of its own.
     const std::string& plain = stream->to_client.bytes;
-    std::string packed(5, '\0');
-    if (!DeflateAll(plain.data() + 5, plain.size() - 5, stream->answer_window_bits, &packed)) {
+    std::string packed;
+    if (!AppendCompressedMessage(plain.data() + 5, plain.size() - 5, stream->answer_window_bits, &packed)) {
       GrpcFail(conn, stream, Failure{TRITONSERVER_ERROR_INTERNAL, "could not compress the response"});
       return;
     }
-    const uint32_t length = static_cast<uint32_t>(packed.size() - 5);
-    packed[0] = 1;
-    for (int i = 0; i < 4; ++i) packed[1 + i] = static_cast<char>(length >> (24 - 8 * i));
     stream->to_client.bytes = std::move(packed);
     headers.emplace_back("grpc-encoding", stream->answer_window_bits == 31 ? "gzip" : "deflate");
   }
